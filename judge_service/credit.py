@@ -1,0 +1,130 @@
+"""From accepted spans to per-token credit, advantages and the judge's share (DESIGN.md).
+
+::
+
+    c[t]      = score(label) of the span holding t (0 outside spans, 0 below min_confidence)
+    m         = mean_t |λ c[t]|;   f = min(1, κ / m) if m > 0 else 1
+    credit[t] = f · λ · c[t]
+    A_i       = r_i - mean_{j in group} r_j          (Dr. GRPO: no std normalisation)
+    advantage = A_i + credit
+    share     = Σ|credit| / (Σ_i T_i·|A_i| + Σ|credit|)
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from judge_service.validate import Span
+
+Encoding = Literal["dense", "spans", "base64-f32"]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Credit:
+    values: FloatArray  # credit[t]
+    scale: float  # f, the κ cap factor
+
+
+def span_scores(
+    spans: Iterable[Span], label_scores: Mapping[str, float], min_confidence: float
+) -> list[float]:
+    return [
+        float(label_scores[s.label]) if s.confidence >= min_confidence else 0.0 for s in spans
+    ]
+
+
+def token_credit(
+    num_tokens: int,
+    spans: Sequence[Span],
+    label_scores: Mapping[str, float],
+    *,
+    lam: float,
+    kappa: float,
+    min_confidence: float,
+) -> Credit:
+    c = np.zeros(num_tokens, np.float64)
+    scores = span_scores(spans, label_scores, min_confidence)
+    if spans:
+        # Spans never overlap after validation, so a difference array paints them.
+        marks = np.zeros(num_tokens + 1, np.float64)
+        starts = np.fromiter((s.start for s in spans), np.int64, len(spans))
+        ends = np.fromiter((s.end for s in spans), np.int64, len(spans))
+        values = np.asarray(scores, np.float64)
+        np.add.at(marks, starts, values)
+        np.add.at(marks, ends, -values)
+        c = np.cumsum(marks[:-1])
+    raw = lam * c
+    m = float(np.abs(raw).mean()) if num_tokens else 0.0
+    f = min(1.0, kappa / m) if m > 0 else 1.0
+    return Credit(f * raw, f)
+
+
+def group_advantages(
+    rewards: Sequence[float | None], groups: Sequence[str | None]
+) -> list[float | None]:
+    """Dr. GRPO advantages: reward minus its group's mean reward (None without a group)."""
+    totals: dict[str, list[float]] = {}
+    for reward, group in zip(rewards, groups, strict=True):
+        if group is not None and reward is not None:
+            totals.setdefault(group, []).append(reward)
+    result: list[float | None] = []
+    for reward, group in zip(rewards, groups, strict=True):
+        if group is None or reward is None:
+            result.append(None)
+        else:
+            members = totals[group]
+            result.append(reward - sum(members) / len(members))
+    return result
+
+
+def judge_share(credits: Iterable[FloatArray], advantages: Iterable[float | None]) -> float | None:
+    """Σ|credit| / (Σ_i T_i·|A_i| + Σ|credit|) over a batch; None when both are zero."""
+    credit_mass = 0.0
+    outcome_mass = 0.0
+    for values, adv in zip(credits, advantages, strict=True):
+        credit_mass += float(np.abs(values).sum())
+        if adv is not None:
+            outcome_mass += values.shape[0] * abs(adv)
+    total = outcome_mass + credit_mass
+    return credit_mass / total if total > 0 else None
+
+
+def encode(values: FloatArray, encoding: Encoding) -> Any:
+    """The wire form of a per-token array."""
+    if encoding == "dense":
+        return [float(v) for v in values.tolist()]
+    if encoding == "base64-f32":
+        return base64.b64encode(values.astype("<f4").tobytes()).decode("ascii")
+    return run_length(values)
+
+
+def run_length(values: FloatArray) -> list[dict[str, float | int]]:
+    """Runs of equal non-zero values: ``[{"start", "end", "value"}]``, end exclusive."""
+    if values.shape[0] == 0:
+        return []
+    change = np.flatnonzero(np.diff(values)) + 1
+    bounds = np.concatenate(([0], change, [values.shape[0]]))
+    return [
+        {"start": int(a), "end": int(b), "value": float(values[a])}
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        if values[a] != 0.0
+    ]
+
+
+def decode(payload: Any, num_tokens: int, encoding: Encoding) -> FloatArray:
+    """The inverse of `encode` (for clients and tests)."""
+    if encoding == "dense":
+        return np.asarray(payload, np.float64)
+    if encoding == "base64-f32":
+        return np.frombuffer(base64.b64decode(payload), "<f4").astype(np.float64)
+    out = np.zeros(num_tokens, np.float64)
+    for run in payload:
+        out[int(run["start"]) : int(run["end"])] = float(run["value"])
+    return out

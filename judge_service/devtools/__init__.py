@@ -1,0 +1,1 @@
+"""Tools for tests, benchmarks and examples: small local tokenizers and synthetic traces."""

@@ -1,0 +1,87 @@
+"""The one async interface every judge implements.
+
+A judge receives a `JudgeRequest` (the decoded trace, its marked view, the
+problem, the final answer, the verifier's verdict and the references) and a
+`SpanCheck`, the service's own span validation, which an agentic judge calls on
+its submission to get rejections back for one repair turn. It returns a
+`JudgeOutcome` with the raw spans it finally submits; the pipeline validates
+them again, so a judge can never bypass validation.
+
+A judge that cannot produce spans raises a `judge_service.errors.JudgeError`
+subclass naming its boundary; the pipeline turns it into a fallback result.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from judge_service.trace.decode import Trace
+from judge_service.trace.markers import MarkedView
+from judge_service.validate import ValidationReport
+
+SpanCheck = Callable[[Sequence[Any]], ValidationReport]
+
+
+@dataclass(frozen=True)
+class JudgeLimits:
+    max_turns: int = 12
+    max_tool_calls: int = 32
+    max_output_tokens: int = 200_000
+    deadline_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    rollout_id: str
+    trace: Trace
+    view: MarkedView
+    problem: str
+    final_answer: str | None
+    reward: float | None
+    reference_answer: str | None
+    reference_solution: str | None
+    label_scores: Mapping[str, float]
+    limits: JudgeLimits = field(default_factory=JudgeLimits)
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.label_scores)
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+
+@dataclass
+class JudgeOutcome:
+    spans: list[Any]
+    turns: int = 1
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Judge(ABC):
+    """A span judge. `name` and `prompt_version` go into every result and its cache key."""
+
+    name: str
+    prompt_version: str
+
+    @abstractmethod
+    async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
+        """Label spans of ``request.trace``; raise a JudgeError subclass on failure."""

@@ -1,0 +1,50 @@
+"""The decoded trace: the text and the exact char range each token owns.
+
+A token owns ``text[offsets[t]:offsets[t + 1]]``. The ranges tile the text, so
+the text of a token span ``[a, b)`` is ``text[offsets[a]:offsets[b]]``. A
+character split across tokens (byte-level BPE) belongs to the token that
+completes it; the tokens before it own an empty range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    token_ids: npt.NDArray[np.int64]
+    text: str
+    offsets: npt.NDArray[np.int64]  # length T + 1, non-decreasing, offsets[0] == 0
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.token_ids.shape[0])
+
+    def span_text(self, start: int, end: int) -> str:
+        """The decoded text of tokens ``[start, end)``."""
+        return self.text[int(self.offsets[start]) : int(self.offsets[end])]
+
+    def token_text(self, index: int) -> str:
+        return self.span_text(index, index + 1)
+
+    def char_range(self, start: int, end: int) -> tuple[int, int]:
+        return int(self.offsets[start]), int(self.offsets[end])
+
+    def tokens_for_chars(self, char_start: int, char_end: int) -> tuple[int, int]:
+        """The smallest token span ``[a, b)`` whose text covers chars ``[char_start, char_end)``.
+
+        Empty-range tokens just before the first char are included: they carry the
+        leading bytes of a character that the next token completes.
+        """
+        if char_end <= char_start:
+            raise ValueError("empty char range")
+        ends = self.offsets[1:]
+        first = int(np.searchsorted(ends, char_start, side="right"))
+        last = int(np.searchsorted(ends, char_end - 1, side="right"))
+        while first > 0 and self.offsets[first - 1] == self.offsets[first]:
+            first -= 1
+        return first, last + 1

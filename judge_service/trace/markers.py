@@ -1,0 +1,84 @@
+"""The judge's view of a trace: ⟦n⟧ position markers, with forged markers escaped.
+
+A marker ⟦n⟧ (n the original token index) goes before token n where n starts a
+line and every `every` tokens inside a long line. The trace is untrusted, so
+text that could be read as a marker, and control characters, are mapped to
+visible stand-ins: ⟦ ⟧ become 〚 〛, C0/C1 controls and bidi overrides become
+their control pictures. Validation folds quotes with the same map, so a judge
+may quote either form.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from judge_service.trace.decode import Trace
+
+MARKER_RE = re.compile(r"⟦(\d+)⟧")
+DEFAULT_EVERY = 64
+
+_ESCAPES: dict[int, str] = {ord("⟦"): "〚", ord("⟧"): "〛"}
+for _code in range(0x20):
+    if chr(_code) not in "\n\t\r":
+        _ESCAPES[_code] = chr(0x2400 + _code)
+_ESCAPES[0x7F] = "\u2421"
+for _code in range(0x80, 0xA0):
+    _ESCAPES[_code] = "\ufffd"
+for _code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F):
+    _ESCAPES[_code] = "\ufffd"
+
+
+def escape_view_text(text: str) -> str:
+    """Trace text as the judge sees it: no forgeable markers, no raw control chars."""
+    return text.translate(_ESCAPES)
+
+
+def strip_markers(text: str) -> str:
+    return MARKER_RE.sub("", text)
+
+
+@dataclass(frozen=True)
+class MarkedView:
+    text: str
+    marked_tokens: tuple[int, ...]  # token indices that carry a marker, ascending
+
+
+def marker_positions(trace: Trace, every: int = DEFAULT_EVERY) -> list[int]:
+    """Token indices that get a marker: line starts, and every `every` tokens in between."""
+    n = trace.num_tokens
+    if n == 0:
+        return []
+    starts = trace.offsets[:-1]
+    line_chars = np.fromiter(
+        (m.end() for m in re.finditer("\n", trace.text)), dtype=np.int64
+    )
+    line_tokens = np.unique(np.searchsorted(starts, line_chars, side="left"))
+    anchors = [0, *(int(t) for t in line_tokens if 0 < t < n), n]
+    positions: list[int] = []
+    for here, following in zip(anchors, anchors[1:], strict=False):
+        if here == following:
+            continue
+        positions.extend(range(here, following, every))
+    return positions
+
+
+def mark(trace: Trace, every: int = DEFAULT_EVERY, start: int = 0, end: int | None = None) -> MarkedView:
+    """The marked view of tokens ``[start, end)``; the first token always gets a marker."""
+    stop = trace.num_tokens if end is None else end
+    positions = [p for p in marker_positions(trace, every) if start < p < stop]
+    cuts = [start, *positions, stop]
+    parts: list[str] = []
+    for here, following in zip(cuts, cuts[1:], strict=False):
+        parts.append(f"⟦{here}⟧")
+        parts.append(escape_view_text(trace.span_text(here, following)))
+    return MarkedView("".join(parts), tuple(cuts[:-1]) if stop > start else ())
+
+
+def mark_every_token(trace: Trace, start: int, end: int) -> str:
+    """Tokens ``[start, end)`` with a marker before each one (the view_tokens tool)."""
+    return "".join(
+        f"⟦{i}⟧{escape_view_text(trace.token_text(i))}" for i in range(start, end)
+    )
