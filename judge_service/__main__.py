@@ -1,0 +1,5 @@
+import sys
+
+from judge_service.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The ``judge-service`` command line: one module per subcommand, each with `register`."""

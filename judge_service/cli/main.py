@@ -1,0 +1,37 @@
+"""Entry point of the ``judge-service`` console script."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+# Each module defines ``register(subparsers)``, which adds its subcommand and sets
+# ``func`` (args -> exit code) on the parser.
+SUBCOMMAND_MODULES = (
+    "judge_service.cli.serve",
+    "judge_service.cli.judge",
+    "judge_service.cli.render",
+    "judge_service.cli.openapi",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="judge-service", description="Per-token credit for LLM reasoning rollouts."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for name in SUBCOMMAND_MODULES:
+        import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

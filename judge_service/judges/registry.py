@@ -1,0 +1,34 @@
+"""``options.judge`` to a `Judge`: ``rules``, ``anthropic:<model>``, ``openai:<model>``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from judge_service.config import Settings
+from judge_service.errors import InputError
+from judge_service.judges.base import Judge
+
+# A factory takes the part after the colon (the model; "" for none) and the settings.
+JudgeFactory = Callable[[str, Settings], Judge]
+
+
+def _rules(model: str, settings: Settings) -> Judge:
+    from judge_service.judges.rules.judge import RulesJudge
+
+    if model:
+        raise InputError("the rules judge takes no model", field="options.judge")
+    return RulesJudge()
+
+
+FACTORIES: dict[str, JudgeFactory] = {"rules": _rules}
+
+
+def build_judge(spec: str, settings: Settings) -> Judge:
+    kind, _, model = spec.partition(":")
+    factory = FACTORIES.get(kind)
+    if factory is None:
+        raise InputError(
+            f"unknown judge {spec!r}; use one of: {', '.join(f'{k}:<model>' if k != 'rules' else k for k in FACTORIES)}",
+            field="options.judge",
+        )
+    return factory(model, settings)
