@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -35,9 +36,7 @@ class Credit:
 def span_scores(
     spans: Iterable[Span], label_scores: Mapping[str, float], min_confidence: float
 ) -> list[float]:
-    return [
-        float(label_scores[s.label]) if s.confidence >= min_confidence else 0.0 for s in spans
-    ]
+    return [float(label_scores[s.label]) if s.confidence >= min_confidence else 0.0 for s in spans]
 
 
 def token_credit(
@@ -113,7 +112,7 @@ def run_length(values: FloatArray) -> list[dict[str, float | int]]:
     bounds = np.concatenate(([0], change, [values.shape[0]]))
     return [
         {"start": int(a), "end": int(b), "value": float(values[a])}
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        for a, b in itertools.pairwise(bounds)
         if values[a] != 0.0
     ]
 

@@ -54,10 +54,13 @@ class ValidationReport:
         return "\n".join(f"- {dict(r.span)}: {r.reason}" for r in self.rejected)
 
 
-def fold(text: str) -> str:
-    """The comparison form of a text: NFKC, view escapes, markers out, whitespace collapsed."""
-    text = unicodedata.normalize("NFKC", strip_markers(text))
-    text = escape_view_text(text)
+def fold(text: str, *, quote: bool = True) -> str:
+    """The comparison form of a text: view escapes, NFKC, whitespace collapsed; in a quote,
+    the ⟦n⟧ markers it copied from the view are removed first. Trace text keeps its own
+    marker-like text (escaped), which a quote can only match in its escaped form."""
+    if quote:
+        text = strip_markers(text)
+    text = escape_view_text(unicodedata.normalize("NFKC", escape_view_text(text)))
     return _SPACE.sub(" ", text).strip()
 
 
@@ -71,13 +74,15 @@ def _as_int(value: object) -> int | None:
     return None
 
 
-def _check_one(raw: Mapping[str, Any], trace: Trace, labels: Collection[str]) -> Span | str:
+def _check_one(
+    raw: Mapping[str, Any], trace: Trace | None, num_tokens: int, labels: Collection[str]
+) -> Span | str:
     if not isinstance(raw, Mapping):
         return "a span must be an object with start, end, label, confidence, evidence"
     start, end = _as_int(raw.get("start")), _as_int(raw.get("end"))
     if start is None or end is None:
         return "start and end must be integers (token indices, end exclusive)"
-    n = trace.num_tokens
+    n = num_tokens
     if not 0 <= start < end <= n:
         return f"out of range: need 0 <= start < end <= {n}, got start={start}, end={end}"
     label = raw.get("label")
@@ -94,7 +99,9 @@ def _check_one(raw: Mapping[str, Any], trace: Trace, labels: Collection[str]) ->
     evidence = raw.get("evidence")
     if not isinstance(evidence, str):
         return "evidence must be a quote (string) from inside the span"
-    span_text = fold(trace.span_text(start, end))
+    if trace is None:  # spans posted without their trace (/v1/credit): nothing to quote against
+        return Span(start, end, label, float(confidence), evidence)
+    span_text = fold(trace.span_text(start, end), quote=False)
     quote = fold(evidence)
     if len(quote) < min(MIN_EVIDENCE_CHARS, len(span_text)) or not quote:
         return (
@@ -110,12 +117,21 @@ def _check_one(raw: Mapping[str, Any], trace: Trace, labels: Collection[str]) ->
 
 
 def validate_spans(
-    raw_spans: Sequence[Any], trace: Trace, labels: Collection[str]
+    raw_spans: Sequence[Any],
+    trace: Trace | None,
+    labels: Collection[str],
+    *,
+    num_tokens: int | None = None,
 ) -> ValidationReport:
+    """Check spans against `trace` (or, without one, only against `num_tokens`)."""
+    if trace is not None:
+        num_tokens = trace.num_tokens
+    if num_tokens is None:
+        raise ValueError("validate_spans needs a trace or num_tokens")
     report = ValidationReport()
     candidates: list[tuple[int, Span, Mapping[str, Any]]] = []
     for index, raw in enumerate(raw_spans):
-        checked = _check_one(raw, trace, labels)
+        checked = _check_one(raw, trace, num_tokens, labels)
         if isinstance(checked, str):
             report.rejected.append(Rejection(_jsonable(raw), checked))
         else:

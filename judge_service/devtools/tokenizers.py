@@ -58,7 +58,7 @@ def build_byte_level_bpe(
         min_frequency=2,
     )
     tokenizer.train_from_iterator(list(corpus or math_corpus()), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tokenizer,
         eos_token=specials[0] if specials else None,
         additional_special_tokens=specials[1:],
@@ -92,7 +92,7 @@ def build_metaspace_bpe(directory: Path | str, *, vocab_size: int = 400) -> Path
         min_frequency=2,
     )
     tokenizer.train_from_iterator(math_corpus(), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
     )
     path = Path(directory)

@@ -27,8 +27,6 @@ def build_judge(spec: str, settings: Settings) -> Judge:
     kind, _, model = spec.partition(":")
     factory = FACTORIES.get(kind)
     if factory is None:
-        raise InputError(
-            f"unknown judge {spec!r}; use one of: {', '.join(f'{k}:<model>' if k != 'rules' else k for k in FACTORIES)}",
-            field="options.judge",
-        )
+        known = ", ".join(k if k == "rules" else f"{k}:<model>" for k in FACTORIES)
+        raise InputError(f"unknown judge {spec!r}; use one of: {known}", field="options.judge")
     return factory(model, settings)

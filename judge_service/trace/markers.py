@@ -10,6 +10,7 @@ may quote either form.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -52,26 +53,26 @@ def marker_positions(trace: Trace, every: int = DEFAULT_EVERY) -> list[int]:
     if n == 0:
         return []
     starts = trace.offsets[:-1]
-    line_chars = np.fromiter(
-        (m.end() for m in re.finditer("\n", trace.text)), dtype=np.int64
-    )
+    line_chars = np.fromiter((m.end() for m in re.finditer("\n", trace.text)), dtype=np.int64)
     line_tokens = np.unique(np.searchsorted(starts, line_chars, side="left"))
     anchors = [0, *(int(t) for t in line_tokens if 0 < t < n), n]
     positions: list[int] = []
-    for here, following in zip(anchors, anchors[1:], strict=False):
+    for here, following in itertools.pairwise(anchors):
         if here == following:
             continue
         positions.extend(range(here, following, every))
     return positions
 
 
-def mark(trace: Trace, every: int = DEFAULT_EVERY, start: int = 0, end: int | None = None) -> MarkedView:
+def mark(
+    trace: Trace, every: int = DEFAULT_EVERY, start: int = 0, end: int | None = None
+) -> MarkedView:
     """The marked view of tokens ``[start, end)``; the first token always gets a marker."""
     stop = trace.num_tokens if end is None else end
     positions = [p for p in marker_positions(trace, every) if start < p < stop]
     cuts = [start, *positions, stop]
     parts: list[str] = []
-    for here, following in zip(cuts, cuts[1:], strict=False):
+    for here, following in itertools.pairwise(cuts):
         parts.append(f"⟦{here}⟧")
         parts.append(escape_view_text(trace.span_text(here, following)))
     return MarkedView("".join(parts), tuple(cuts[:-1]) if stop > start else ())
@@ -79,6 +80,4 @@ def mark(trace: Trace, every: int = DEFAULT_EVERY, start: int = 0, end: int | No
 
 def mark_every_token(trace: Trace, start: int, end: int) -> str:
     """Tokens ``[start, end)`` with a marker before each one (the view_tokens tool)."""
-    return "".join(
-        f"⟦{i}⟧{escape_view_text(trace.token_text(i))}" for i in range(start, end)
-    )
+    return "".join(f"⟦{i}⟧{escape_view_text(trace.token_text(i))}" for i in range(start, end))

@@ -101,7 +101,9 @@ class LoadedTokenizer:
                 field=f"{field}[{k}]",
             )
 
-    def decode(self, token_ids: Sequence[int] | npt.NDArray[np.int64], field: str = "response_token_ids") -> Trace:
+    def decode(
+        self, token_ids: Sequence[int] | npt.NDArray[np.int64], field: str = "response_token_ids"
+    ) -> Trace:
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
         self.check_ids(ids, field)
         if self._byte_table is not None:
@@ -111,7 +113,7 @@ class LoadedTokenizer:
     def _decode_byte_level(self, ids: npt.NDArray[np.int64]) -> Trace:
         table = self._byte_table
         assert table is not None and self._byte_lengths is not None
-        raw = b"".join([table[i] for i in ids.tolist()])  # type: ignore[misc]
+        raw = b"".join([table[i] or b"" for i in ids.tolist()])
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

@@ -1,0 +1,35 @@
+"""Judging: one rollout, or a batch in which a failing rollout never fails the others."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from judge_service.api.deps import EngineDep
+from judge_service.errors import InputError
+from judge_service.schemas import BatchRequestBody, BatchResponse, JudgeRequestBody, Result
+
+router = APIRouter(prefix="/v1", tags=["judge"])
+
+
+@router.post("/judge", operation_id="judge_rollout", response_model_exclude_none=True)
+async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Result:
+    """Judge one rollout. Bad input is a 4xx naming the field; a judge failure is a
+    ``fallback`` result, not an error."""
+    advantage = None
+    if body.group_rewards is not None:
+        if body.rollout.reward is None:
+            raise InputError("group_rewards needs rollout.reward", field="rollout.reward")
+        if not body.group_rewards:
+            raise InputError("group_rewards must not be empty", field="group_rewards")
+        advantage = body.rollout.reward - sum(body.group_rewards) / len(body.group_rewards)
+    try:
+        return await engine.judge_one(body.rollout, body.options, advantage)
+    except InputError as exc:
+        raise exc.with_prefix("rollout") from exc
+
+
+@router.post("/judge/batch", operation_id="judge_batch", response_model_exclude_none=True)
+async def judge_batch(body: BatchRequestBody, engine: EngineDep) -> BatchResponse:
+    """Judge rollouts concurrently: one result per rollout, in order. Rollouts that share a
+    ``group_id`` and carry a ``reward`` get Dr. GRPO advantages."""
+    return await engine.judge_batch(body.rollouts, body.options)

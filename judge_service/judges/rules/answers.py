@@ -1,0 +1,50 @@
+"""The rules judge's final-answer check: where is the answer, and does it match the reference?"""
+
+from __future__ import annotations
+
+import re
+
+from judge_service.judges.rules.arithmetic import ParseError, parse_number_expr
+
+from judge_service.trace.answers import BoxedAnswer, last_boxed
+
+_WRAPPERS = re.compile(r"\\(?:text|mathrm|textbf|mathbf)\{([^{}]*)\}")
+_NOISE = re.compile(r"\\[,;:! ]|\\left|\\right|\$|\s")
+
+
+def locate_final_answer(text: str, final_answer: str | None) -> BoxedAnswer | None:
+    """The char range of the final answer: the last ``\\boxed{}``, else the last occurrence
+    of the rollout's stated `final_answer`."""
+    boxed = last_boxed(text)
+    if boxed is not None and boxed.content.strip():
+        return boxed
+    if final_answer and final_answer.strip():
+        needle = final_answer.strip()
+        at = text.rfind(needle)
+        if at >= 0:
+            return BoxedAnswer(needle, at, at + len(needle))
+    return None
+
+
+def normalise_answer(answer: str) -> str:
+    answer = _WRAPPERS.sub(r"\1", answer)
+    answer = _NOISE.sub("", answer).rstrip(".")
+    answer = re.sub(r"^[a-zA-Z]\s*=", "", answer)
+    return answer.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+
+
+def answers_match(answer: str, reference: str | None, reward: float | None) -> bool | None:
+    """True/False when decidable: exact numbers, or equal normalised strings. Otherwise the
+    verifier's verdict (reward > 0) when there is one, else None (no label)."""
+    if reference is None or not reference.strip():
+        return None
+    left, right = normalise_answer(answer), normalise_answer(reference)
+    if left == right:
+        return True
+    try:
+        return bool(parse_number_expr(left) == parse_number_expr(right))
+    except ParseError:
+        pass
+    if reward is not None:
+        return reward > 0
+    return None

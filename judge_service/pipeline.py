@@ -1,0 +1,351 @@
+"""One rollout through the service: decode, mark, judge, validate, credit; and a batch of them.
+
+Each failure is recorded once, at its boundary: bad input (tokenizer, ids,
+limits) raises `InputError` for a single request and becomes a ``failed``
+result inside a batch; a judge failure becomes a ``fallback`` result (rules
+judge or zero credit) whose `error` names the boundary; a training step is
+never blocked by one bad rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from judge_service import credit as credit_mod
+from judge_service.config import Settings
+from judge_service.credit import FloatArray
+from judge_service.errors import InputError, JudgeError, LimitError
+from judge_service.judges.base import Judge, JudgeLimits, JudgeOutcome, JudgeRequest
+from judge_service.judges.registry import build_judge
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.schemas import (
+    BatchResponse,
+    BatchStats,
+    CreditEncoding,
+    JudgeInfo,
+    Options,
+    RejectedSpan,
+    Result,
+    Rollout,
+    SpanOut,
+    Status,
+    UsageTotals,
+)
+from judge_service.trace import Trace, last_boxed, mark
+from judge_service.trace.tokenizer import TokenizerCache
+from judge_service.validate import ValidationReport, validate_spans
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Options with the server's defaults filled in and its limits applied."""
+
+    judge: str
+    lam: float
+    kappa: float
+    min_confidence: float
+    label_scores: Mapping[str, float]
+    encoding: CreditEncoding
+    limits: JudgeLimits
+    use_cache: bool
+    include_transcript: bool
+    fallback: str
+
+    def cache_fields(self) -> dict[str, Any]:
+        return {
+            "judge": self.judge,
+            "lambda": self.lam,
+            "kappa": self.kappa,
+            "min_confidence": self.min_confidence,
+            "label_scores": dict(sorted(self.label_scores.items())),
+        }
+
+
+def resolve(options: Options, settings: Settings) -> Resolved:
+    defaults = JudgeLimits()
+    return Resolved(
+        judge=options.judge or settings.default_judge,
+        lam=settings.default_lambda if options.lambda_ is None else options.lambda_,
+        kappa=settings.default_kappa if options.kappa is None else options.kappa,
+        min_confidence=(
+            settings.default_min_confidence
+            if options.min_confidence is None
+            else options.min_confidence
+        ),
+        label_scores=options.label_scores or dict(DEFAULT_LABEL_SCORES),
+        encoding=options.credit_encoding,
+        limits=JudgeLimits(
+            max_turns=options.max_turns or defaults.max_turns,
+            max_tool_calls=(
+                defaults.max_tool_calls
+                if options.max_tool_calls is None
+                else options.max_tool_calls
+            ),
+            deadline_s=options.deadline_s or defaults.deadline_s,
+        ),
+        use_cache=options.use_cache,
+        include_transcript=options.include_transcript,
+        fallback=options.fallback,
+    )
+
+
+def cache_key(rollout: Rollout, tokenizer: str, judge: Judge, resolved: Resolved) -> str:
+    """Content address of a judgment: what the judge saw, which judge, and the credit knobs."""
+    ids = np.asarray(rollout.response_token_ids, np.int64).tobytes()
+    material = {
+        "ids": hashlib.sha256(ids).hexdigest(),
+        "tokenizer": tokenizer,
+        "problem": rollout.problem,
+        "final_answer": rollout.final_answer,
+        "reference_answer": rollout.reference_answer,
+        "reference_solution": rollout.reference_solution,
+        "reward": rollout.reward,
+        "judge_name": judge.name,
+        "prompt_version": judge.prompt_version,
+        **resolved.cache_fields(),
+    }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+class Engine:
+    """Everything needed to judge rollouts in this process; one per app or CLI run."""
+
+    def __init__(self, settings: Settings, tokenizers: TokenizerCache | None = None) -> None:
+        self.settings = settings
+        self.tokenizers = tokenizers or TokenizerCache(
+            max_size=settings.tokenizer_cache_size, allowed=settings.allowed_tokenizers
+        )
+        self._judges: dict[str, Judge] = {}
+        self._slots = asyncio.Semaphore(settings.max_concurrency)
+
+    def judge_for(self, spec: str) -> Judge:
+        if spec not in self._judges:
+            self._judges[spec] = build_judge(spec, self.settings)
+        return self._judges[spec]
+
+    def decode(self, rollout: Rollout) -> Trace:
+        """Decode a rollout's ids with its tokenizer; raises InputError naming the field."""
+        name = rollout.tokenizer or self.settings.default_tokenizer
+        if not name:
+            raise InputError(
+                "no tokenizer: set rollout.tokenizer or the server's JUDGE_DEFAULT_TOKENIZER",
+                field="tokenizer",
+            )
+        limit = self.settings.max_tokens_per_rollout
+        if len(rollout.response_token_ids) > limit:
+            raise LimitError(
+                f"{len(rollout.response_token_ids)} tokens exceed the limit of {limit} "
+                "per rollout (JUDGE_MAX_TOKENS_PER_ROLLOUT)",
+                field="response_token_ids",
+            )
+        return self.tokenizers.get(name).decode(rollout.response_token_ids)
+
+    async def judge_one(
+        self, rollout: Rollout, options: Options, advantage: float | None = None
+    ) -> Result:
+        """Judge one rollout. Raises InputError for bad input; judge failures become data."""
+        result, _credit = await self._judge(rollout, options, advantage)
+        return result
+
+    async def _judge(
+        self, rollout: Rollout, options: Options, advantage: float | None
+    ) -> tuple[Result, FloatArray]:
+        began = time.perf_counter()
+        resolved = resolve(options, self.settings)
+        judge = self.judge_for(resolved.judge)
+        trace = await asyncio.to_thread(self.decode, rollout)
+        key = cache_key(
+            rollout, rollout.tokenizer or self.settings.default_tokenizer or "", judge, resolved
+        )
+        final_answer = rollout.final_answer
+        if final_answer is None:
+            boxed = last_boxed(trace.text)
+            final_answer = boxed.content if boxed else None
+        request = JudgeRequest(
+            rollout_id=rollout.id,
+            trace=trace,
+            view=mark(trace),
+            problem=rollout.problem,
+            final_answer=final_answer,
+            reward=rollout.reward,
+            reference_answer=rollout.reference_answer,
+            reference_solution=rollout.reference_solution,
+            label_scores=resolved.label_scores,
+            limits=resolved.limits,
+        )
+
+        def check(spans: Sequence[Any]) -> ValidationReport:
+            return validate_spans(spans, trace, resolved.label_scores)
+
+        status: Status = "ok"
+        error: str | None = None
+        used = judge
+        async with self._slots:
+            try:
+                outcome = await judge.judge(request, check)
+            except JudgeError as exc:
+                status, error = "fallback", f"{exc.boundary}: {exc}"
+                used, outcome = await self._fall_back(request, check, resolved)
+            except Exception as exc:  # a judge bug must not take the batch down
+                log.exception("judge %s crashed on rollout %s", judge.name, rollout.id)
+                if judge.name == "rules":
+                    raise
+                status, error = "fallback", f"internal: {type(exc).__name__}: {exc}"
+                used, outcome = await self._fall_back(request, check, resolved)
+        report = check(outcome.spans)
+        return self._result(
+            rollout,
+            trace,
+            used,
+            outcome,
+            report,
+            resolved,
+            advantage,
+            status=status,
+            error=error,
+            key=key,
+            began=began,
+        )
+
+    async def _fall_back(
+        self, request: JudgeRequest, check: Any, resolved: Resolved
+    ) -> tuple[Judge, JudgeOutcome]:
+        if resolved.fallback == "rules":
+            rules = self.judge_for("rules")
+            return rules, await rules.judge(request, check)
+        return self.judge_for("rules"), JudgeOutcome(spans=[], turns=0)
+
+    def _result(
+        self,
+        rollout: Rollout,
+        trace: Trace,
+        judge: Judge,
+        outcome: JudgeOutcome,
+        report: ValidationReport,
+        resolved: Resolved,
+        advantage: float | None,
+        *,
+        status: Status,
+        error: str | None,
+        key: str,
+        began: float,
+    ) -> tuple[Result, FloatArray]:
+        scores = credit_mod.span_scores(
+            report.accepted, resolved.label_scores, resolved.min_confidence
+        )
+        credit = credit_mod.token_credit(
+            trace.num_tokens,
+            report.accepted,
+            resolved.label_scores,
+            lam=resolved.lam,
+            kappa=resolved.kappa,
+            min_confidence=resolved.min_confidence,
+        )
+        adv = None if advantage is None else credit.values + advantage
+        usage = outcome.usage
+        result = Result(
+            id=rollout.id,
+            status=status,
+            num_tokens=trace.num_tokens,
+            spans=[
+                SpanOut(score=score, **span.as_dict())
+                for span, score in zip(report.accepted, scores, strict=True)
+            ],
+            rejected_spans=[
+                RejectedSpan(span=dict(r.span), reason=r.reason) for r in report.rejected
+            ],
+            credit=credit_mod.encode(credit.values, resolved.encoding),
+            credit_scale=credit.scale,
+            advantage=None if adv is None else credit_mod.encode(adv, resolved.encoding),
+            judge=JudgeInfo(
+                name=judge.name,
+                prompt_version=judge.prompt_version,
+                turns=outcome.turns,
+                tool_calls=dict(outcome.tool_calls),
+                input_tokens=usage.input_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                output_tokens=usage.output_tokens,
+                latency_ms=round((time.perf_counter() - began) * 1000),
+            ),
+            cache_key=key,
+            error=error,
+            transcript=outcome.transcript if resolved.include_transcript else None,
+        )
+        return result, credit.values
+
+    async def judge_batch(self, rollouts: Sequence[Rollout], options: Options) -> BatchResponse:
+        """Judge rollouts concurrently; one result per rollout, in order; failures are data."""
+        began = time.perf_counter()
+        limit = self.settings.max_rollouts_per_batch
+        if len(rollouts) > limit:
+            raise LimitError(
+                f"{len(rollouts)} rollouts exceed the limit of {limit} per batch "
+                "(JUDGE_MAX_ROLLOUTS_PER_BATCH)",
+                field="rollouts",
+            )
+        advantages = credit_mod.group_advantages(
+            [r.reward for r in rollouts], [r.group_id for r in rollouts]
+        )
+        judged = await asyncio.gather(
+            *(
+                self.judge_or_fail(r, options, adv, field=f"rollouts[{i}]")
+                for i, (r, adv) in enumerate(zip(rollouts, advantages, strict=True))
+            )
+        )
+        return BatchResponse(
+            results=[result for result, _ in judged],
+            stats=batch_stats(judged, advantages, began),
+        )
+
+    async def judge_or_fail(
+        self, rollout: Rollout, options: Options, advantage: float | None, *, field: str
+    ) -> tuple[Result, FloatArray | None]:
+        """`judge_one` with its credit array, every failure turned into a ``failed`` result."""
+        try:
+            return await self._judge(rollout, options, advantage)
+        except InputError as exc:
+            error = f"{field}.{exc.field}: {exc.message}"
+        except Exception as exc:
+            log.exception("rollout %s failed", rollout.id)
+            error = f"internal: {type(exc).__name__}: {exc}"
+        return Result(id=rollout.id, status="failed", error=error), None
+
+
+def batch_stats(
+    judged: Sequence[tuple[Result, FloatArray | None]],
+    advantages: Sequence[float | None],
+    began: float,
+) -> BatchStats:
+    credits: list[FloatArray] = []
+    advs: list[float | None] = []
+    usage = UsageTotals()
+    counts = {"ok": 0, "fallback": 0, "failed": 0}
+    for (result, values), adv in zip(judged, advantages, strict=True):
+        counts[result.status] += 1
+        if result.judge is not None:
+            usage.input_tokens += result.judge.input_tokens
+            usage.cache_write_tokens += result.judge.cache_write_tokens
+            usage.cache_read_tokens += result.judge.cache_read_tokens
+            usage.output_tokens += result.judge.output_tokens
+        if values is not None:
+            credits.append(values)
+            advs.append(adv)
+    return BatchStats(
+        judge_share=credit_mod.judge_share(credits, advs),
+        usage=usage,
+        counts=counts,
+        latency_ms=round((time.perf_counter() - began) * 1000),
+    )

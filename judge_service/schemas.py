@@ -1,0 +1,192 @@
+"""The wire format of DESIGN.md as pydantic models (requests, options, results)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from judge_service.labels import DEFAULT_LABEL_SCORES
+
+CreditEncoding = Literal["dense", "spans", "base64-f32"]
+Status = Literal["ok", "fallback", "failed"]
+
+
+class Rollout(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256)
+    group_id: str | None = None
+    problem: str = ""
+    response_token_ids: list[int] = Field(
+        description="The sampled response ids, never re-tokenized."
+    )
+    tokenizer: str | None = Field(
+        default=None, description="Hub id or local directory; else JUDGE_DEFAULT_TOKENIZER."
+    )
+    reward: float | None = Field(
+        default=None, description="The verifier's verdict / outcome reward."
+    )
+    final_answer: str | None = Field(
+        default=None, description="Missing: the content of the last \\boxed{...}."
+    )
+    reference_answer: str | None = None
+    reference_solution: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    judge: str | None = Field(
+        default=None, description="rules | anthropic:<model> | openai:<model>"
+    )
+    lambda_: float | None = Field(default=None, alias="lambda", ge=0.0, le=10.0)
+    kappa: float | None = Field(default=None, ge=0.0, le=10.0)
+    min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    label_scores: dict[str, float] | None = None
+    credit_encoding: CreditEncoding = "dense"
+    max_turns: int | None = Field(default=None, ge=1, le=64)
+    max_tool_calls: int | None = Field(default=None, ge=0, le=256)
+    deadline_s: float | None = Field(default=None, gt=0.0, le=3600.0)
+    use_cache: bool = True
+    include_transcript: bool = False
+    fallback: Literal["rules", "zero"] = Field(
+        default="rules", description="What a failed LLM judge falls back to."
+    )
+
+    @field_validator("label_scores")
+    @classmethod
+    def _known_or_finite(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return None
+        merged = dict(DEFAULT_LABEL_SCORES)
+        for label, score in value.items():
+            if not label or len(label) > 64:
+                raise ValueError(f"label {label!r} must be 1..64 characters")
+            if not -10.0 <= score <= 10.0:
+                raise ValueError(f"score of {label!r} must be within [-10, 10]")
+            merged[label] = score
+        return merged
+
+
+class SpanOut(BaseModel):
+    start: int
+    end: int
+    label: str
+    score: float
+    confidence: float
+    evidence: str
+
+
+class RejectedSpan(BaseModel):
+    span: dict[str, Any]
+    reason: str
+
+
+class JudgeInfo(BaseModel):
+    name: str
+    prompt_version: str
+    turns: int = 0
+    tool_calls: dict[str, int] = Field(default_factory=dict)
+    input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: int = 0
+    cost_usd: float | None = None
+
+
+class CreditRun(BaseModel):
+    start: int
+    end: int
+    value: float
+
+
+PerToken = list[float] | list[CreditRun] | str
+
+
+class Result(BaseModel):
+    id: str
+    status: Status
+    num_tokens: int = 0
+    spans: list[SpanOut] = Field(default_factory=list)
+    rejected_spans: list[RejectedSpan] = Field(default_factory=list)
+    credit: PerToken | None = None
+    credit_scale: float = 1.0
+    advantage: PerToken | None = None
+    judge: JudgeInfo | None = None
+    cache_key: str | None = None
+    error: str | None = None
+    transcript: list[dict[str, Any]] | None = None
+
+
+class JudgeRequestBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rollout: Rollout
+    options: Options = Field(default_factory=Options)
+    group_rewards: list[float] | None = Field(
+        default=None,
+        description="Rewards of the rollout's whole group (its own included): "
+        "advantage = reward - mean(group_rewards).",
+    )
+
+
+class BatchRequestBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rollouts: list[Rollout] = Field(min_length=1)
+    options: Options = Field(default_factory=Options)
+
+
+class UsageTotals(BaseModel):
+    input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class BatchStats(BaseModel):
+    judge_share: float | None = Field(
+        description="Σ|credit| / (Σ_i T_i·|A_i| + Σ|credit|) over the batch."
+    )
+    usage: UsageTotals
+    counts: dict[str, int]
+    latency_ms: int
+
+
+class BatchResponse(BaseModel):
+    results: list[Result]
+    stats: BatchStats
+
+
+class SpanIn(BaseModel):
+    start: int
+    end: int
+    label: str
+    confidence: float = 1.0
+    evidence: str = ""
+
+
+class CreditRequestBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    num_tokens: int = Field(ge=0, description="T, the number of response tokens.")
+    spans: list[SpanIn]
+    options: Options = Field(default_factory=Options)
+    reward: float | None = None
+    group_rewards: list[float] | None = None
+
+
+class CreditResponse(BaseModel):
+    credit: PerToken
+    credit_scale: float
+    advantage: PerToken | None = None
+    rejected_spans: list[RejectedSpan] = Field(default_factory=list)
+
+
+class ErrorBody(BaseModel):
+    detail: str
+    field: str | None = None

@@ -1,0 +1,67 @@
+"""Credit formulas of DESIGN.md: scores, min_confidence, λ, κ cap, Dr. GRPO, judge share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from judge_service import credit
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.validate import Span
+
+
+def _spans() -> list[Span]:
+    return [
+        Span(0, 4, "invalid", 0.9, "x"),
+        Span(4, 6, "valid_progress", 0.8, "x"),
+        Span(8, 10, "verified_correction", 0.3, "x"),  # below min_confidence: scores 0
+    ]
+
+
+def test_uncapped_credit_is_lambda_times_score() -> None:
+    got = credit.token_credit(10, _spans(), DEFAULT_LABEL_SCORES, lam=0.25, kappa=10.0,
+                              min_confidence=0.5)
+    expected = np.array([-1, -1, -1, -1, 0.5, 0.5, 0, 0, 0, 0]) * 0.25
+    np.testing.assert_allclose(got.values, expected)
+    assert got.scale == 1.0
+
+
+def test_kappa_caps_the_mean_absolute_credit() -> None:
+    got = credit.token_credit(10, _spans(), DEFAULT_LABEL_SCORES, lam=1.0, kappa=0.1,
+                              min_confidence=0.5)
+    m = (4 * 1.0 + 2 * 0.5) / 10
+    assert got.scale == pytest.approx(0.1 / m)
+    assert np.abs(got.values).mean() == pytest.approx(0.1)
+
+
+def test_no_spans_no_credit() -> None:
+    got = credit.token_credit(5, [], DEFAULT_LABEL_SCORES, lam=0.25, kappa=0.25,
+                              min_confidence=0.5)
+    assert not got.values.any() and got.scale == 1.0
+
+
+def test_dr_grpo_advantages_are_mean_centred_without_std() -> None:
+    adv = credit.group_advantages([1.0, 0.0, 0.0, 1.0, None, 3.0], ["a", "a", "a", "a", "a", None])
+    assert adv == [0.5, -0.5, -0.5, 0.5, None, None]
+
+
+def test_judge_share() -> None:
+    c1 = np.array([0.25, -0.25, 0.0, 0.0])
+    c2 = np.zeros(2)
+    share = credit.judge_share([c1, c2], [0.5, -0.5])
+    assert share == pytest.approx(0.5 / (4 * 0.5 + 2 * 0.5 + 0.5))
+    assert credit.judge_share([np.zeros(3)], [None]) is None
+    assert credit.judge_share([c1], [0.0]) == 1.0  # all-equal group: judge is the only signal
+
+
+@pytest.mark.parametrize("encoding", ["dense", "spans", "base64-f32"])
+def test_encodings_round_trip(encoding: credit.Encoding) -> None:
+    values = np.array([0.0, -0.25, -0.25, 0.125, 0.0, 0.5], np.float64)
+    payload = credit.encode(values, encoding)
+    np.testing.assert_allclose(credit.decode(payload, len(values), encoding), values, rtol=1e-6)
+    if encoding == "spans":
+        assert payload == [
+            {"start": 1, "end": 3, "value": -0.25},
+            {"start": 3, "end": 4, "value": 0.125},
+            {"start": 5, "end": 6, "value": 0.5},
+        ]

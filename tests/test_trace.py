@@ -1,0 +1,139 @@
+"""Decoding ids into a trace with exact per-token char ranges, without re-tokenizing."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from judge_service.errors import TokenIdError, TokenizerError
+from judge_service.trace import TokenizerCache, last_boxed
+from judge_service.trace.tokenizer import LoadedTokenizer
+
+
+def _reference(tok: LoadedTokenizer, ids: list[int]) -> str:
+    return str(tok.hf.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+
+
+def _assert_tiles(trace_offsets: np.ndarray, text: str) -> None:
+    assert trace_offsets[0] == 0
+    assert trace_offsets[-1] == len(text)
+    assert np.all(np.diff(trace_offsets) >= 0)
+
+
+def test_boxed_negative_answer_merges_brace_and_minus(bpe: LoadedTokenizer) -> None:
+    ids = bpe.hf.encode("So x = \\boxed{-5}.", add_special_tokens=False)
+    pieces = bpe.hf.convert_ids_to_tokens(ids)
+    assert "{-" in pieces, pieces  # the seam that naive per-char scoring gets wrong
+    trace = bpe.decode(ids)
+    assert trace.text == "So x = \\boxed{-5}."
+    seam = pieces.index("{-")
+    assert trace.token_text(seam) == "{-"
+    boxed = last_boxed(trace.text)
+    assert boxed is not None and boxed.content == "-5"
+    first, last = trace.tokens_for_chars(boxed.start, boxed.end)
+    assert first == seam  # the answer's first char lives in the merged token
+
+
+def test_split_multibyte_char_belongs_to_completing_token(bpe: LoadedTokenizer) -> None:
+    text = "ok 😀 数学 é"
+    ids = bpe.hf.encode(text, add_special_tokens=False)
+    trace = bpe.decode(ids)
+    assert trace.text == text == _reference(bpe, ids)
+    _assert_tiles(trace.offsets, trace.text)
+    owners = [i for i in range(trace.num_tokens) if "😀" in trace.token_text(i)]
+    assert len(owners) == 1
+    owner = owners[0]
+    # The emoji's 4 bytes are split over several byte tokens: the earlier ones own nothing.
+    assert trace.token_text(owner) == "😀"
+    assert trace.token_text(owner - 1) == ""
+    # A span over the emoji includes the empty tokens that carry its leading bytes.
+    char = text.index("😀")
+    start, end = trace.tokens_for_chars(char, char + 1)
+    assert end == owner + 1 and start < owner
+    assert all(trace.token_text(i) == "" for i in range(start, owner))
+
+
+def test_special_tokens_are_shown_as_text(bpe: LoadedTokenizer) -> None:
+    ids = bpe.hf.encode("<think>\nhi\n</think>", add_special_tokens=False)
+    think = bpe.hf.convert_tokens_to_ids("<think>")
+    assert ids[0] == think
+    trace = bpe.decode(ids)
+    assert trace.text == "<think>\nhi\n</think>"
+    assert trace.token_text(0) == "<think>"
+
+
+def test_ids_are_never_retokenized(bpe: LoadedTokenizer) -> None:
+    # Sampled ids are often not the canonical tokenization: spell "408" byte by byte.
+    digits = [bpe.hf.convert_tokens_to_ids(c) for c in "408"]
+    canonical = bpe.hf.encode("408", add_special_tokens=False)
+    assert digits != canonical
+    trace = bpe.decode(digits)
+    assert trace.text == "408"
+    assert [trace.token_text(i) for i in range(3)] == ["4", "0", "8"]
+
+
+def test_crlf_lines_decode_exactly(bpe: LoadedTokenizer) -> None:
+    text = "line one\r\nline two\r\n\r\nend"
+    ids = bpe.hf.encode(text, add_special_tokens=False)
+    assert bpe.decode(ids).text == text
+
+
+def test_random_ids_match_the_tokenizers_own_decode(bpe: LoadedTokenizer) -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        ids = [rng.randrange(bpe.vocab_size) for _ in range(rng.randrange(1, 40))]
+        trace = bpe.decode(ids)
+        assert trace.text == _reference(bpe, ids)  # invalid UTF-8 included
+        _assert_tiles(trace.offsets, trace.text)
+        assert "".join(trace.token_text(i) for i in range(len(ids))) == trace.text
+
+
+def test_truncated_multibyte_at_the_end_is_replaced(bpe: LoadedTokenizer) -> None:
+    ids = bpe.hf.encode("a😀", add_special_tokens=False)[:-1]
+    trace = bpe.decode(ids)
+    assert trace.text == _reference(bpe, ids)
+    assert trace.text.endswith("\ufffd")
+
+
+def test_metaspace_tokenizer_uses_the_incremental_decoder(metaspace_dir: Path) -> None:
+    tok = TokenizerCache().get(str(metaspace_dir))
+    assert not tok.byte_level
+    text = "Let me compute 17 × 24 = 408 😀 and \\boxed{-5}.\nNext line"
+    ids = tok.hf.encode(text, add_special_tokens=False)
+    trace = tok.decode(ids)
+    assert trace.text == _reference(tok, ids)
+    _assert_tiles(trace.offsets, trace.text)
+    emoji = trace.text.index("😀")
+    start, end = trace.tokens_for_chars(emoji, emoji + 1)
+    assert "😀" in trace.span_text(start, end)
+
+
+def test_unknown_id_is_an_input_error_naming_the_index(bpe: LoadedTokenizer) -> None:
+    with pytest.raises(TokenIdError) as info:
+        bpe.decode([5, 6, bpe.vocab_size + 3])
+    assert info.value.field == "response_token_ids[2]"
+    with pytest.raises(TokenIdError):
+        bpe.decode([-1])
+
+
+def test_tokenizer_cache_loads_once_and_rejects_unknown(bpe_dir: Path, tmp_path: Path) -> None:
+    cache = TokenizerCache()
+    assert cache.get(str(bpe_dir)) is cache.get(str(bpe_dir))
+    with pytest.raises(TokenizerError) as info:
+        cache.get(str(tmp_path / "missing"))
+    assert info.value.field == "tokenizer"
+    allow = TokenizerCache(allowed=[str(bpe_dir)])
+    with pytest.raises(TokenizerError, match="not allowed"):
+        allow.get("Qwen/Qwen3-0.6B")
+
+
+def test_long_trace_offsets(bpe: LoadedTokenizer) -> None:
+    text = "Step: 17 × 24 = 408, é 😀.\n" * 4000
+    ids = bpe.hf.encode(text, add_special_tokens=False)
+    assert len(ids) > 64_000
+    trace = bpe.decode(ids)
+    assert trace.text == text
+    _assert_tiles(trace.offsets, trace.text)
