@@ -135,8 +135,15 @@ class Engine:
             self._judges[spec] = build_judge(spec, self.settings)
         return self._judges[spec]
 
-    def decode(self, rollout: Rollout) -> Trace:
-        """Decode a rollout's ids with its tokenizer; raises InputError naming the field."""
+    def decode(self, rollout: Rollout, field: str = "") -> Trace:
+        """Decode a rollout's ids with its tokenizer; raises InputError naming the field
+        (a dotted path under `field`, the rollout's place in the request)."""
+        try:
+            return self._decode(rollout)
+        except InputError as exc:
+            raise exc.with_prefix(field) from exc
+
+    def _decode(self, rollout: Rollout) -> Trace:
         name = rollout.tokenizer or self.settings.default_tokenizer
         if not name:
             raise InputError(
@@ -153,19 +160,25 @@ class Engine:
         return self.tokenizers.get(name).decode(rollout.response_token_ids)
 
     async def judge_one(
-        self, rollout: Rollout, options: Options, advantage: float | None = None
+        self,
+        rollout: Rollout,
+        options: Options,
+        advantage: float | None = None,
+        *,
+        field: str = "rollout",
     ) -> Result:
-        """Judge one rollout. Raises InputError for bad input; judge failures become data."""
-        result, _credit = await self._judge(rollout, options, advantage)
+        """Judge one rollout. Raises InputError for bad input (its field a path in the request
+        body, the rollout at `field`); judge failures become data."""
+        result, _credit = await self._judge(rollout, options, advantage, field)
         return result
 
     async def _judge(
-        self, rollout: Rollout, options: Options, advantage: float | None
+        self, rollout: Rollout, options: Options, advantage: float | None, field: str
     ) -> tuple[Result, FloatArray]:
         began = time.perf_counter()
         resolved = resolve(options, self.settings)
         judge = self.judge_for(resolved.judge)
-        trace = await asyncio.to_thread(self.decode, rollout)
+        trace = await asyncio.to_thread(self.decode, rollout, field)
         key = cache_key(
             rollout, rollout.tokenizer or self.settings.default_tokenizer or "", judge, resolved
         )
@@ -315,9 +328,9 @@ class Engine:
     ) -> tuple[Result, FloatArray | None]:
         """`judge_one` with its credit array, every failure turned into a ``failed`` result."""
         try:
-            return await self._judge(rollout, options, advantage)
+            return await self._judge(rollout, options, advantage, field)
         except InputError as exc:
-            error = f"{field}.{exc.field}: {exc.message}"
+            error = f"{exc.field}: {exc.message}"
         except Exception as exc:
             log.exception("rollout %s failed", rollout.id)
             error = f"internal: {type(exc).__name__}: {exc}"

@@ -8,13 +8,23 @@ from judge_service import credit as credit_mod
 from judge_service.api.deps import SettingsDep
 from judge_service.errors import InputError
 from judge_service.pipeline import resolve
-from judge_service.schemas import CreditRequestBody, CreditResponse, RejectedSpan
+from judge_service.schemas import (
+    ERROR_RESPONSES,
+    CreditRequestBody,
+    CreditResponse,
+    RejectedSpan,
+)
 from judge_service.validate import validate_spans
 
 router = APIRouter(prefix="/v1", tags=["credit"])
 
 
-@router.post("/credit", operation_id="compute_credit", response_model_exclude_none=True)
+@router.post(
+    "/credit",
+    operation_id="compute_credit",
+    response_model_exclude_none=True,
+    responses=ERROR_RESPONSES,
+)
 async def compute_credit(body: CreditRequestBody, settings: SettingsDep) -> CreditResponse:
     """Per-token credit for spans over ``num_tokens`` tokens. Bounds, labels, confidence and
     overlaps are validated as for a judge; evidence is not (there is no text to quote)."""

@@ -6,12 +6,23 @@ from fastapi import APIRouter
 
 from judge_service.api.deps import EngineDep
 from judge_service.errors import InputError
-from judge_service.schemas import BatchRequestBody, BatchResponse, JudgeRequestBody, Result
+from judge_service.schemas import (
+    ERROR_RESPONSES,
+    BatchRequestBody,
+    BatchResponse,
+    JudgeRequestBody,
+    Result,
+)
 
 router = APIRouter(prefix="/v1", tags=["judge"])
 
 
-@router.post("/judge", operation_id="judge_rollout", response_model_exclude_none=True)
+@router.post(
+    "/judge",
+    operation_id="judge_rollout",
+    response_model_exclude_none=True,
+    responses=ERROR_RESPONSES,
+)
 async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Result:
     """Judge one rollout. Bad input is a 4xx naming the field; a judge failure is a
     ``fallback`` result, not an error."""
@@ -22,13 +33,15 @@ async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Result:
         if not body.group_rewards:
             raise InputError("group_rewards must not be empty", field="group_rewards")
         advantage = body.rollout.reward - sum(body.group_rewards) / len(body.group_rewards)
-    try:
-        return await engine.judge_one(body.rollout, body.options, advantage)
-    except InputError as exc:
-        raise exc.with_prefix("rollout") from exc
+    return await engine.judge_one(body.rollout, body.options, advantage, field="rollout")
 
 
-@router.post("/judge/batch", operation_id="judge_batch", response_model_exclude_none=True)
+@router.post(
+    "/judge/batch",
+    operation_id="judge_batch",
+    response_model_exclude_none=True,
+    responses=ERROR_RESPONSES,
+)
 async def judge_batch(body: BatchRequestBody, engine: EngineDep) -> BatchResponse:
     """Judge rollouts concurrently: one result per rollout, in order. Rollouts that share a
     ``group_id`` and carry a ``reward`` get Dr. GRPO advantages."""

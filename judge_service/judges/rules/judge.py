@@ -47,6 +47,8 @@ CONFIDENCE = {
     L.UNPRODUCTIVE_REPETITION: 0.75,
 }
 
+SENTENCE_LABELS = frozenset({L.UNSUPPORTED, L.UNPRODUCTIVE_REPETITION})
+
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
 _CORRECTION_WORDS = re.compile(
@@ -84,6 +86,7 @@ class _Reader:
         self.errors: list[_Error] = []
         self.tainted: set[sympy.Expr] = set()
         self.repeats = RepetitionIndex()
+        self.checked: set[tuple[str, str]] = set()
 
     def _uses_tainted(self, text: str) -> bool:
         return bool(self.tainted) and any(n in self.tainted for n in _numbers(text))
@@ -117,6 +120,10 @@ class _Reader:
             if link.trivial:
                 continue
             label = self._judge_link(link.left_text, link.left_value, link.right_value, link.holds)
+            claim = (_compact(link.left_text), _compact(link.right_text))
+            if label == L.VALID_PROGRESS and claim in self.checked:
+                label = L.UNPRODUCTIVE_REPETITION  # the same true claim, checked again
+            self.checked.add(claim)
             found.append(Finding(base + start, base + link.right_end, label, CONFIDENCE[label]))
         return found
 
@@ -135,6 +142,10 @@ class _Reader:
             self.tainted.add(right)
             return L.UNSUPPORTED
         return L.VALID_PROGRESS
+
+
+def _compact(expression: str) -> str:
+    return "".join(expression.split())
 
 
 def _sentences(line: str) -> list[tuple[int, int, str]]:
@@ -167,12 +178,22 @@ def label_trace(request: JudgeRequest) -> list[Finding]:
             reader.read_line(line, base)
     findings = reader.findings
     answer = locate_final_answer(request.trace.text, request.final_answer)
-    if answer is not None:
-        verdict = answers_match(answer.content, request.reference_answer, request.reward)
-        if verdict is not None:
-            label = L.VALID_PROGRESS if verdict else L.INVALID
-            findings.append(Finding(answer.start, answer.end, label, 0.9))
-    return findings
+    if answer is None:
+        return findings
+    verdict = answers_match(answer.content, request.reference_answer, request.reward)
+    if verdict is None:
+        return findings
+    # The answer gets its own verdict; a sentence-level label around it would only
+    # leave fragments such as "\boxed{" behind.
+    kept = [
+        f
+        for f in findings
+        if f.label not in SENTENCE_LABELS
+        or f.char_end <= answer.start
+        or f.char_start >= answer.end
+    ]
+    kept.append(Finding(answer.start, answer.end, L.VALID_PROGRESS if verdict else L.INVALID, 0.9))
+    return kept
 
 
 def to_token_spans(findings: list[Finding], trace: Trace) -> list[dict[str, object]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-_WORD = re.compile(r"[^\W_]+(?:[.,/^*+=×·-][^\W_]+)*", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+(?:[.,/^*+=×·][^\W_]+)*", re.UNICODE)
 MIN_CHARS = 20
 MIN_WORDS = 4
 THRESHOLD = 0.8

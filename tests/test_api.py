@@ -1,0 +1,164 @@
+"""The HTTP API over real HTTP: a uvicorn server in a thread, an httpx client."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from judge_service.api.app import create_app
+from judge_service.config import Settings
+from tests.conftest import LiveServer
+
+
+@pytest.fixture(scope="module")
+def server(bpe_dir: Path) -> Iterator[str]:
+    settings = Settings(
+        default_tokenizer=str(bpe_dir),
+        max_tokens_per_rollout=5000,
+        max_rollouts_per_batch=20,
+        max_body_bytes=200_000,
+    )
+    with LiveServer(create_app(settings)) as live:
+        yield live.url
+
+
+@pytest.fixture
+def client(server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server, timeout=30) as c:
+        yield c
+
+
+def _rollout(bpe: Any, text: str, **extra: Any) -> dict[str, Any]:
+    return {"id": "r1", "problem": "What is 17 × 24?",
+            "response_token_ids": bpe.hf.encode(text, add_special_tokens=False), **extra}
+
+
+WRONG = "<think>\n17 × 24 = 418.\nSo the answer is 418.\n</think>\n\\boxed{418}"
+
+
+def test_health_and_ready(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+
+
+def test_judge_one_rollout(client: httpx.Client, bpe: Any) -> None:
+    body = {"rollout": _rollout(bpe, WRONG, reference_answer="408", reward=0.0)}
+    response = client.post("/v1/judge", json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["status"] == "ok" and result["num_tokens"] == len(body["rollout"]["response_token_ids"])
+    labels = {s["label"] for s in result["spans"]}
+    assert "invalid" in labels
+    assert len(result["credit"]) == result["num_tokens"]
+    assert result["judge"]["name"] == "rules" and result["cache_key"].startswith("sha256:")
+    assert min(result["credit"]) < 0
+
+
+def test_group_rewards_give_advantages(client: httpx.Client, bpe: Any) -> None:
+    body = {"rollout": _rollout(bpe, WRONG, reward=0.0, reference_answer="408"),
+            "group_rewards": [0.0, 1.0, 1.0, 1.0]}
+    result = client.post("/v1/judge", json=body).json()
+    credit = np.array(result["credit"])
+    np.testing.assert_allclose(np.array(result["advantage"]), credit - 0.75)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "status", "field"),
+    [
+        (lambda r: r.pop("response_token_ids"), 422, "rollout.response_token_ids"),
+        (lambda r: r.update(response_token_ids=[1, 2, 10**6]), 422, "rollout.response_token_ids[2]"),
+        (lambda r: r.update(response_token_ids=["a"]), 422, "rollout.response_token_ids[0]"),
+        (lambda r: r.update(tokenizer="/nonexistent/tok"), 422, "rollout.tokenizer"),
+        (lambda r: r.update(response_token_ids=[5] * 5001), 413, "rollout.response_token_ids"),
+        (lambda r: r.update(surprise=1), 422, "rollout.surprise"),
+    ],
+)
+def test_bad_input_names_the_field(
+    client: httpx.Client, bpe: Any, mutate: Any, status: int, field: str
+) -> None:
+    rollout = _rollout(bpe, WRONG)
+    mutate(rollout)
+    response = client.post("/v1/judge", json={"rollout": rollout})
+    assert response.status_code == status, response.text
+    assert response.json()["field"] == field
+    assert field in response.json()["detail"]
+
+
+def test_bad_options_name_the_field(client: httpx.Client, bpe: Any) -> None:
+    for options, field in [
+        ({"judge": "oracle"}, "options.judge"),
+        ({"lambda": -1}, "options.lambda"),
+        ({"credit_encoding": "csv"}, "options.credit_encoding"),
+        ({"min_confidence": 2}, "options.min_confidence"),
+    ]:
+        response = client.post("/v1/judge", json={"rollout": _rollout(bpe, WRONG), "options": options})
+        assert response.status_code == 422, response.text
+        assert response.json()["field"] == field
+
+
+def test_body_size_limit(client: httpx.Client, bpe: Any) -> None:
+    rollout = _rollout(bpe, WRONG, problem="x" * 300_000)
+    response = client.post("/v1/judge", json={"rollout": rollout})
+    assert response.status_code == 413 and response.json()["field"] == "body"
+
+
+def test_batch_isolates_a_failing_rollout(client: httpx.Client, bpe: Any) -> None:
+    good = _rollout(bpe, WRONG, reward=0.0, group_id="g", reference_answer="408")
+    right = _rollout(bpe, "17 × 24 = 408.\n\\boxed{408}", reward=1.0, group_id="g",
+                     reference_answer="408")
+    right["id"] = "r2"
+    bad = _rollout(bpe, WRONG, id="r3", response_token_ids=[1, 10**7])
+    response = client.post("/v1/judge/batch", json={"rollouts": [good, bad, right]})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert [r["id"] for r in data["results"]] == ["r1", "r3", "r2"]
+    assert [r["status"] for r in data["results"]] == ["ok", "failed", "ok"]
+    assert "response_token_ids[1]" in data["results"][1]["error"]
+    assert data["stats"]["counts"] == {"ok": 2, "fallback": 0, "failed": 1}
+    first = data["results"][0]
+    np.testing.assert_allclose(np.array(first["advantage"]) - np.array(first["credit"]), -0.5)
+    assert 0 < data["stats"]["judge_share"] < 1
+
+
+def test_batch_limit(client: httpx.Client, bpe: Any) -> None:
+    rollouts = [_rollout(bpe, "1 + 1 = 2", id=f"r{i}") for i in range(21)]
+    response = client.post("/v1/judge/batch", json={"rollouts": rollouts})
+    assert response.status_code == 413 and response.json()["field"] == "rollouts"
+
+
+def test_credit_encodings_over_http(client: httpx.Client, bpe: Any) -> None:
+    dense = client.post("/v1/judge", json={"rollout": _rollout(bpe, WRONG, reference_answer="408")}).json()
+    packed = client.post(
+        "/v1/judge",
+        json={"rollout": _rollout(bpe, WRONG, reference_answer="408"),
+              "options": {"credit_encoding": "base64-f32"}},
+    ).json()
+    decoded = np.frombuffer(base64.b64decode(packed["credit"]), "<f4")
+    np.testing.assert_allclose(decoded, dense["credit"], rtol=1e-6)
+
+
+def test_credit_endpoint(client: httpx.Client) -> None:
+    body = {
+        "num_tokens": 8,
+        "spans": [
+            {"start": 0, "end": 4, "label": "invalid", "confidence": 0.9},
+            {"start": 2, "end": 6, "label": "valid_progress", "confidence": 0.5},
+            {"start": 6, "end": 9, "label": "neutral"},
+        ],
+        "options": {"lambda": 1.0, "kappa": 10.0, "credit_encoding": "spans"},
+        "reward": 1.0,
+        "group_rewards": [1.0, 0.0],
+    }
+    data = client.post("/v1/credit", json=body).json()
+    assert data["credit"] == [{"start": 0, "end": 4, "value": -1.0}]
+    assert len(data["rejected_spans"]) == 2
+    reasons = " ".join(r["reason"] for r in data["rejected_spans"])
+    assert "overlaps" in reasons and "out of range" in reasons
+    assert data["advantage"][0] == {"start": 0, "end": 4, "value": -0.5}

@@ -1,0 +1,76 @@
+"""The command line: judge a file (in order, resumable), render, openapi."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from judge_service.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _results(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_judge_examples_in_order(tmp_path: Path, example_rollouts: list[dict[str, Any]]) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write(src, example_rollouts)
+    assert main(["judge", str(src), "-o", str(out), "--no-progress", "--concurrency", "3"]) == 0
+    results = _results(out)
+    assert [r["id"] for r in results] == [r["id"] for r in example_rollouts]
+    assert all(r["status"] == "ok" for r in results)
+    by_id = {r["id"]: r for r in results}
+    labels = {s["label"] for s in by_id["mul-error-corrected"]["spans"]}
+    assert {"invalid", "verified_correction"} <= labels
+    assert "advantage" in by_id["mul-correct"]  # grouped with rewards
+
+
+def test_judge_resumes_and_reports_bad_lines(
+    tmp_path: Path, example_rollouts: list[dict[str, Any]]
+) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    rows = example_rollouts[:4]
+    src.write_text(
+        json.dumps(rows[0]) + "\n" + "{not json\n"
+        + json.dumps({**rows[1], "response_token_ids": [10**8]}) + "\n"
+        + json.dumps(rows[2]) + "\n",
+        encoding="utf-8",
+    )
+    _write(out, [{"id": rows[0]["id"], "status": "ok", "marker": "kept"}])
+    assert main(["judge", str(src), "-o", str(out), "--no-progress"]) == 0
+    results = _results(out)
+    assert results[0] == {"id": rows[0]["id"], "status": "ok", "marker": "kept"}  # skipped
+    assert [r["status"] for r in results[1:]] == ["failed", "failed", "ok"]
+    assert "not JSON" in results[1]["error"]
+    assert "response_token_ids[0]" in results[2]["error"]
+    # a second run judges nothing new
+    assert main(["judge", str(src), "-o", str(out), "--no-progress"]) == 0
+    assert len(_results(out)) == 4
+
+
+def test_render_shows_markers_and_escapes(
+    tmp_path: Path, example_rollouts: list[dict[str, Any]], capsys: Any
+) -> None:
+    src = tmp_path / "in.jsonl"
+    _write(src, example_rollouts)
+    assert main(["render", str(src), "--id", "prompt-injection"]) == 0
+    shown = capsys.readouterr().out
+    assert "⟦0⟧" in shown and "〚100000〛" in shown and "⟦100000⟧" not in shown
+    assert main(["render", str(src), "--id", "nope"]) == 1
+
+
+def test_console_script_openapi_matches_file() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "judge_service", "openapi"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )
+    assert done.stdout == (ROOT / "openapi.yaml").read_text(encoding="utf-8")
