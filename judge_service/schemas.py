@@ -190,3 +190,9 @@ class CreditResponse(BaseModel):
 class ErrorBody(BaseModel):
     detail: str
     field: str | None = None
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorBody, "description": "A size limit was exceeded; `field` names it."},
+    422: {"model": ErrorBody, "description": "Invalid input; `field` names the offending field."},
+}

@@ -32,3 +32,47 @@ def tokenizer_cache() -> TokenizerCache:
 @pytest.fixture(scope="session")
 def bpe(bpe_dir: Path, tokenizer_cache: TokenizerCache) -> LoadedTokenizer:
     return tokenizer_cache.get(str(bpe_dir))
+
+
+class LiveServer:
+    """A real uvicorn server on a free loopback port, running in a thread."""
+
+    def __init__(self, app: object) -> None:
+        import socket
+
+        import uvicorn
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")  # type: ignore[arg-type]
+        self.server = uvicorn.Server(config)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        import threading
+        import time
+
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def example_rollouts() -> list[dict[str, object]]:
+    import json
+
+    with (EXAMPLES / "rollouts.jsonl").open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    for row in rows:
+        row["tokenizer"] = str(EXAMPLES / "tokenizer")
+    return rows
