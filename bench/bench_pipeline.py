@@ -52,8 +52,13 @@ def main() -> None:
     trace = tok.decode(ids)
     step = args.tokens // args.spans
     spans = [
-        {"start": s, "end": s + step // 2, "label": rng.choice(list(DEFAULT_LABEL_SCORES)),
-         "confidence": 0.9, "evidence": trace.span_text(s, s + step // 2)[:40]}
+        {
+            "start": s,
+            "end": s + step // 2,
+            "label": rng.choice(list(DEFAULT_LABEL_SCORES)),
+            "confidence": 0.9,
+            "evidence": trace.span_text(s, s + step // 2)[:40],
+        }
         for s in range(0, args.tokens - step, step)
     ]
 
@@ -64,8 +69,14 @@ def main() -> None:
         t = tok.decode(ids)
         mark(t)
         report = validate_spans(spans, t, DEFAULT_LABEL_SCORES)
-        c = credit.token_credit(t.num_tokens, report.accepted, DEFAULT_LABEL_SCORES,
-                                lam=0.25, kappa=0.25, min_confidence=0.5)
+        c = credit.token_credit(
+            t.num_tokens,
+            report.accepted,
+            DEFAULT_LABEL_SCORES,
+            lam=0.25,
+            kappa=0.25,
+            min_confidence=0.5,
+        )
         return credit.encode(c.values, "base64-f32")
 
     stages = {
@@ -75,8 +86,10 @@ def main() -> None:
     }
     bare_ms = _median_ms(bare, args.repeats)
     pipe_ms = _median_ms(pipeline, args.repeats)
-    print(f"trace: {args.tokens} tokens, {len(trace.text)} chars, {len(spans)} spans, "
-          f"vocab {tok.vocab_size}, median of {args.repeats}")
+    print(
+        f"trace: {args.tokens} tokens, {len(trace.text)} chars, {len(spans)} spans, "
+        f"vocab {tok.vocab_size}, median of {args.repeats}"
+    )
     print(f"bare tokenizer.decode     {bare_ms:8.2f} ms")
     for name, fn in stages.items():
         print(f"  {name:<22}  {_median_ms(fn, args.repeats):8.2f} ms")

@@ -19,6 +19,8 @@ Validation never raises: a bad span is data (a rejection with a reason).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class JudgeServiceError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -55,9 +57,12 @@ class LimitError(InputError):
 
 
 class JudgeError(JudgeServiceError):
-    """The judge could not produce spans. `boundary` names where it failed."""
+    """The judge could not produce spans. `boundary` names where it failed; `partial` is
+    what the session had spent before it failed (a JudgeOutcome: usage, transcript), so
+    its tokens are still counted."""
 
     boundary = "judge"
+    partial: Any = None
 
 
 class ProviderError(JudgeError):

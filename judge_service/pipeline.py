@@ -10,12 +10,13 @@ never blocked by one bad rollout.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,13 @@ from judge_service import credit as credit_mod
 from judge_service.config import Settings
 from judge_service.credit import FloatArray
 from judge_service.errors import InputError, JudgeError, LimitError
-from judge_service.judges.base import Judge, JudgeLimits, JudgeOutcome, JudgeRequest
+from judge_service.judges.base import (
+    Judge,
+    JudgeLimits,
+    JudgeOutcome,
+    JudgeRequest,
+    SpanCheck,
+)
 from judge_service.judges.registry import build_judge
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.schemas import (
@@ -40,6 +47,8 @@ from judge_service.schemas import (
     Status,
     UsageTotals,
 )
+from judge_service.store import Store
+from judge_service.store.cache import CacheState, JudgmentCache, rebuild
 from judge_service.trace import Trace, last_boxed, mark
 from judge_service.trace.tokenizer import TokenizerCache
 from judge_service.validate import ValidationReport, validate_spans
@@ -122,13 +131,27 @@ def cache_key(rollout: Rollout, tokenizer: str, judge: Judge, resolved: Resolved
 class Engine:
     """Everything needed to judge rollouts in this process; one per app or CLI run."""
 
-    def __init__(self, settings: Settings, tokenizers: TokenizerCache | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tokenizers: TokenizerCache | None = None,
+        store: Store | None = None,
+    ) -> None:
         self.settings = settings
         self.tokenizers = tokenizers or TokenizerCache(
             max_size=settings.tokenizer_cache_size, allowed=settings.allowed_tokenizers
         )
         self._judges: dict[str, Judge] = {}
         self._slots = asyncio.Semaphore(settings.max_concurrency)
+        # Without a store (the CLI) nothing is cached; results then carry no `cache` field.
+        self.cache = JudgmentCache(store) if store is not None else None
+        self.tenant = "open"  # whose cached judgments this engine reads and writes
+
+    def for_tenant(self, tenant: str) -> Engine:
+        """This engine (same judges, slots, tokenizers and store) acting for `tenant`."""
+        view = copy.copy(self)
+        view.tenant = tenant
+        return view
 
     def judge_for(self, spec: str) -> Judge:
         if spec not in self._judges:
@@ -182,6 +205,14 @@ class Engine:
         key = cache_key(
             rollout, rollout.tokenizer or self.settings.default_tokenizer or "", judge, resolved
         )
+        cache_state: CacheState | None = None
+        if self.cache is not None:
+            if resolved.use_cache:
+                stored, cache_state = await self.cache.lookup(self.tenant, key)
+                if stored is not None:
+                    return rebuild(stored, rollout.id, resolved.encoding, advantage, began)
+            else:
+                cache_state = "bypass"
         final_answer = rollout.final_answer
         if final_answer is None:
             boxed = last_boxed(trace.text)
@@ -211,6 +242,7 @@ class Engine:
             except JudgeError as exc:
                 status, error = "fallback", f"{exc.boundary}: {exc}"
                 used, outcome = await self._fall_back(request, check, resolved)
+                outcome = _with_spent(outcome, exc.partial)
             except Exception as exc:  # a judge bug must not take the batch down
                 log.exception("judge %s crashed on rollout %s", judge.name, rollout.id)
                 if judge.name == "rules":
@@ -218,7 +250,7 @@ class Engine:
                 status, error = "fallback", f"internal: {type(exc).__name__}: {exc}"
                 used, outcome = await self._fall_back(request, check, resolved)
         report = check(outcome.spans)
-        return self._result(
+        result, values = self._result(
             rollout,
             trace,
             used,
@@ -231,6 +263,10 @@ class Engine:
             key=key,
             began=began,
         )
+        if self.cache is not None and cache_state == "miss":
+            cache_state = await self.cache.save(self.tenant, key, result, values)
+        result.cache = cache_state
+        return result, values
 
     async def _fall_back(
         self, request: JudgeRequest, check: Any, resolved: Resolved
@@ -238,7 +274,7 @@ class Engine:
         if resolved.fallback == "rules":
             rules = self.judge_for("rules")
             return rules, await rules.judge(request, check)
-        return self.judge_for("rules"), JudgeOutcome(spans=[], turns=0)
+        return _ZERO, JudgeOutcome(spans=[], turns=0)
 
     def _result(
         self,
@@ -292,6 +328,7 @@ class Engine:
                 cache_read_tokens=usage.cache_read_tokens,
                 output_tokens=usage.output_tokens,
                 latency_ms=round((time.perf_counter() - began) * 1000),
+                cost_usd=outcome.cost_usd,
             ),
             cache_key=key,
             error=error,
@@ -353,6 +390,8 @@ def batch_stats(
             usage.cache_write_tokens += result.judge.cache_write_tokens
             usage.cache_read_tokens += result.judge.cache_read_tokens
             usage.output_tokens += result.judge.output_tokens
+            if result.judge.cost_usd is not None:
+                usage.cost_usd = (usage.cost_usd or 0.0) + result.judge.cost_usd
         if values is not None:
             credits.append(values)
             advs.append(adv)
@@ -361,4 +400,34 @@ def batch_stats(
         usage=usage,
         counts=counts,
         latency_ms=round((time.perf_counter() - began) * 1000),
+    )
+
+
+class ZeroJudge(Judge):
+    """The ``zero`` fallback: no spans, so zero credit; the outcome advantage stands alone."""
+
+    name = "zero"
+    prompt_version = "none"
+
+    async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
+        return JudgeOutcome(spans=[], turns=0)
+
+
+_ZERO = ZeroJudge()
+
+
+def _with_spent(outcome: JudgeOutcome, partial: object) -> JudgeOutcome:
+    """The fallback's outcome, with what the failed judge session had already spent."""
+    if not isinstance(partial, JudgeOutcome):
+        return outcome
+    cost = None
+    if outcome.cost_usd is not None or partial.cost_usd is not None:
+        cost = (outcome.cost_usd or 0.0) + (partial.cost_usd or 0.0)
+    return replace(
+        outcome,
+        usage=partial.usage + outcome.usage,
+        transcript=[*partial.transcript, *outcome.transcript],
+        turns=partial.turns + outcome.turns,
+        tool_calls=dict(partial.tool_calls),
+        cost_usd=cost,
     )

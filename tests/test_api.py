@@ -35,8 +35,12 @@ def client(server: str) -> Iterator[httpx.Client]:
 
 
 def _rollout(bpe: Any, text: str, **extra: Any) -> dict[str, Any]:
-    return {"id": "r1", "problem": "What is 17 × 24?",
-            "response_token_ids": bpe.hf.encode(text, add_special_tokens=False), **extra}
+    return {
+        "id": "r1",
+        "problem": "What is 17 × 24?",
+        "response_token_ids": bpe.hf.encode(text, add_special_tokens=False),
+        **extra,
+    }
 
 
 WRONG = "<think>\n17 × 24 = 418.\nSo the answer is 418.\n</think>\n\\boxed{418}"
@@ -53,7 +57,9 @@ def test_judge_one_rollout(client: httpx.Client, bpe: Any) -> None:
     response = client.post("/v1/judge", json=body)
     assert response.status_code == 200, response.text
     result = response.json()
-    assert result["status"] == "ok" and result["num_tokens"] == len(body["rollout"]["response_token_ids"])
+    assert result["status"] == "ok" and result["num_tokens"] == len(
+        body["rollout"]["response_token_ids"]
+    )
     labels = {s["label"] for s in result["spans"]}
     assert "invalid" in labels
     assert len(result["credit"]) == result["num_tokens"]
@@ -62,8 +68,10 @@ def test_judge_one_rollout(client: httpx.Client, bpe: Any) -> None:
 
 
 def test_group_rewards_give_advantages(client: httpx.Client, bpe: Any) -> None:
-    body = {"rollout": _rollout(bpe, WRONG, reward=0.0, reference_answer="408"),
-            "group_rewards": [0.0, 1.0, 1.0, 1.0]}
+    body = {
+        "rollout": _rollout(bpe, WRONG, reward=0.0, reference_answer="408"),
+        "group_rewards": [0.0, 1.0, 1.0, 1.0],
+    }
     result = client.post("/v1/judge", json=body).json()
     credit = np.array(result["credit"])
     np.testing.assert_allclose(np.array(result["advantage"]), credit - 0.75)
@@ -73,7 +81,11 @@ def test_group_rewards_give_advantages(client: httpx.Client, bpe: Any) -> None:
     ("mutate", "status", "field"),
     [
         (lambda r: r.pop("response_token_ids"), 422, "rollout.response_token_ids"),
-        (lambda r: r.update(response_token_ids=[1, 2, 10**6]), 422, "rollout.response_token_ids[2]"),
+        (
+            lambda r: r.update(response_token_ids=[1, 2, 10**6]),
+            422,
+            "rollout.response_token_ids[2]",
+        ),
         (lambda r: r.update(response_token_ids=["a"]), 422, "rollout.response_token_ids[0]"),
         (lambda r: r.update(tokenizer="/nonexistent/tok"), 422, "rollout.tokenizer"),
         (lambda r: r.update(response_token_ids=[5] * 5001), 413, "rollout.response_token_ids"),
@@ -98,7 +110,9 @@ def test_bad_options_name_the_field(client: httpx.Client, bpe: Any) -> None:
         ({"credit_encoding": "csv"}, "options.credit_encoding"),
         ({"min_confidence": 2}, "options.min_confidence"),
     ]:
-        response = client.post("/v1/judge", json={"rollout": _rollout(bpe, WRONG), "options": options})
+        response = client.post(
+            "/v1/judge", json={"rollout": _rollout(bpe, WRONG), "options": options}
+        )
         assert response.status_code == 422, response.text
         assert response.json()["field"] == field
 
@@ -111,8 +125,9 @@ def test_body_size_limit(client: httpx.Client, bpe: Any) -> None:
 
 def test_batch_isolates_a_failing_rollout(client: httpx.Client, bpe: Any) -> None:
     good = _rollout(bpe, WRONG, reward=0.0, group_id="g", reference_answer="408")
-    right = _rollout(bpe, "17 × 24 = 408.\n\\boxed{408}", reward=1.0, group_id="g",
-                     reference_answer="408")
+    right = _rollout(
+        bpe, "17 × 24 = 408.\n\\boxed{408}", reward=1.0, group_id="g", reference_answer="408"
+    )
     right["id"] = "r2"
     bad = _rollout(bpe, WRONG, id="r3", response_token_ids=[1, 10**7])
     response = client.post("/v1/judge/batch", json={"rollouts": [good, bad, right]})
@@ -134,11 +149,15 @@ def test_batch_limit(client: httpx.Client, bpe: Any) -> None:
 
 
 def test_credit_encodings_over_http(client: httpx.Client, bpe: Any) -> None:
-    dense = client.post("/v1/judge", json={"rollout": _rollout(bpe, WRONG, reference_answer="408")}).json()
+    dense = client.post(
+        "/v1/judge", json={"rollout": _rollout(bpe, WRONG, reference_answer="408")}
+    ).json()
     packed = client.post(
         "/v1/judge",
-        json={"rollout": _rollout(bpe, WRONG, reference_answer="408"),
-              "options": {"credit_encoding": "base64-f32"}},
+        json={
+            "rollout": _rollout(bpe, WRONG, reference_answer="408"),
+            "options": {"credit_encoding": "base64-f32"},
+        },
     ).json()
     decoded = np.frombuffer(base64.b64decode(packed["credit"]), "<f4")
     np.testing.assert_allclose(decoded, dense["credit"], rtol=1e-6)

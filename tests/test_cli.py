@@ -40,9 +40,13 @@ def test_judge_resumes_and_reports_bad_lines(
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     rows = example_rollouts[:4]
     src.write_text(
-        json.dumps(rows[0]) + "\n" + "{not json\n"
-        + json.dumps({**rows[1], "response_token_ids": [10**8]}) + "\n"
-        + json.dumps(rows[2]) + "\n",
+        json.dumps(rows[0])
+        + "\n"
+        + "{not json\n"
+        + json.dumps({**rows[1], "response_token_ids": [10**8]})
+        + "\n"
+        + json.dumps(rows[2])
+        + "\n",
         encoding="utf-8",
     )
     _write(out, [{"id": rows[0]["id"], "status": "ok", "marker": "kept"}])
@@ -71,6 +75,9 @@ def test_render_shows_markers_and_escapes(
 def test_console_script_openapi_matches_file() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "judge_service", "openapi"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     assert done.stdout == (ROOT / "openapi.yaml").read_text(encoding="utf-8")

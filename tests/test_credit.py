@@ -19,24 +19,25 @@ def _spans() -> list[Span]:
 
 
 def test_uncapped_credit_is_lambda_times_score() -> None:
-    got = credit.token_credit(10, _spans(), DEFAULT_LABEL_SCORES, lam=0.25, kappa=10.0,
-                              min_confidence=0.5)
+    got = credit.token_credit(
+        10, _spans(), DEFAULT_LABEL_SCORES, lam=0.25, kappa=10.0, min_confidence=0.5
+    )
     expected = np.array([-1, -1, -1, -1, 0.5, 0.5, 0, 0, 0, 0]) * 0.25
     np.testing.assert_allclose(got.values, expected)
     assert got.scale == 1.0
 
 
 def test_kappa_caps_the_mean_absolute_credit() -> None:
-    got = credit.token_credit(10, _spans(), DEFAULT_LABEL_SCORES, lam=1.0, kappa=0.1,
-                              min_confidence=0.5)
+    got = credit.token_credit(
+        10, _spans(), DEFAULT_LABEL_SCORES, lam=1.0, kappa=0.1, min_confidence=0.5
+    )
     m = (4 * 1.0 + 2 * 0.5) / 10
     assert got.scale == pytest.approx(0.1 / m)
     assert np.abs(got.values).mean() == pytest.approx(0.1)
 
 
 def test_no_spans_no_credit() -> None:
-    got = credit.token_credit(5, [], DEFAULT_LABEL_SCORES, lam=0.25, kappa=0.25,
-                              min_confidence=0.5)
+    got = credit.token_credit(5, [], DEFAULT_LABEL_SCORES, lam=0.25, kappa=0.25, min_confidence=0.5)
     assert not got.values.any() and got.scale == 1.0
 
 

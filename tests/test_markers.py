@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from judge_service.trace import mark
@@ -34,7 +35,7 @@ def test_long_line_gets_a_marker_every_64_tokens(bpe: LoadedTokenizer) -> None:
     trace = bpe.decode(ids)
     positions = marker_positions(trace)
     assert positions[0] == 0
-    assert all(b - a == 64 for a, b in zip(positions, positions[1:], strict=False))
+    assert all(b - a == 64 for a, b in itertools.pairwise(positions))
     assert positions[-1] > len(ids) - 65
 
 

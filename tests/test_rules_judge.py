@@ -123,6 +123,7 @@ def test_long_trace(engine: Engine, bpe: LoadedTokenizer) -> None:
         ("5", None, 1.0, None),
     ],
 )
-def test_answers_match(answer: str, reference: str | None, reward: float | None,
-                       expected: bool | None) -> None:
+def test_answers_match(
+    answer: str, reference: str | None, reward: float | None, expected: bool | None
+) -> None:
     assert answers_match(answer, reference, reward) is expected

@@ -33,7 +33,7 @@ def test_boxed_negative_answer_merges_brace_and_minus(bpe: LoadedTokenizer) -> N
     assert trace.token_text(seam) == "{-"
     boxed = last_boxed(trace.text)
     assert boxed is not None and boxed.content == "-5"
-    first, last = trace.tokens_for_chars(boxed.start, boxed.end)
+    first, _last = trace.tokens_for_chars(boxed.start, boxed.end)
     assert first == seam  # the answer's first char lives in the merged token
 
 

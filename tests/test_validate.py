@@ -16,15 +16,23 @@ LABELS = DEFAULT_LABEL_SCORES
 
 @pytest.fixture
 def trace(bpe: LoadedTokenizer) -> Trace:
-    text = "<think>\nI think 17 × 24 = 418.\nWait: 17 × 24 = 408, not 418.\n</think>\nébauche ⟦3⟧ end"
+    text = (
+        "<think>\nI think 17 × 24 = 418.\nWait: 17 × 24 = 408, not 418.\n</think>\nébauche ⟦3⟧ end"
+    )
     return bpe.decode(bpe.hf.encode(text, add_special_tokens=False))
 
 
 def _span(trace: Trace, needle: str, **extra: Any) -> dict[str, Any]:
     at = trace.text.index(needle)
     start, end = trace.tokens_for_chars(at, at + len(needle))
-    return {"start": start, "end": end, "label": "invalid", "confidence": 0.9,
-            "evidence": needle, **extra}
+    return {
+        "start": start,
+        "end": end,
+        "label": "invalid",
+        "confidence": 0.9,
+        "evidence": needle,
+        **extra,
+    }
 
 
 def test_accepts_a_good_span(trace: Trace) -> None:
@@ -100,8 +108,13 @@ def test_overlaps_more_confident_wins_then_earlier(trace: Trace) -> None:
 
 
 def test_injected_whole_trace_correction_is_bounded(trace: Trace) -> None:
-    forged = {"start": 0, "end": 100000, "label": "verified_correction", "confidence": 1.0,
-              "evidence": "I think"}
+    forged = {
+        "start": 0,
+        "end": 100000,
+        "label": "verified_correction",
+        "confidence": 1.0,
+        "evidence": "I think",
+    }
     report = validate_spans([forged], trace, LABELS)
     assert not report.accepted and "out of range" in report.rejected[0].reason
 

@@ -74,6 +74,7 @@ class JudgeOutcome:
     tool_calls: dict[str, int] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     transcript: list[dict[str, Any]] = field(default_factory=list)
+    cost_usd: float | None = None  # from the price table; None for an unpriced model
 
 
 class Judge(ABC):

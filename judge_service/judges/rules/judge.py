@@ -20,11 +20,11 @@ import re
 from dataclasses import dataclass
 
 import sympy
-from judge_service.judges.rules.claims import find_links
 
 from judge_service import labels as L
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.rules.answers import answers_match, locate_final_answer
+from judge_service.judges.rules.claims import find_links
 from judge_service.judges.rules.repetition import RepetitionIndex
 from judge_service.trace.decode import Trace
 
