@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -43,6 +43,80 @@ class Settings(BaseSettings):
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    # LLM judge (issue 4). Provider keys come from the SDKs' own variables
+    # (ANTHROPIC_API_KEY, OPENAI_API_KEY; OPENAI_BASE_URL, ANTHROPIC_BASE_URL).
+    # The global concurrency limit is max_concurrency above; these add the rest.
+    llm_anthropic_base_url: str | None = None
+    llm_openai_base_url: str | None = None  # vLLM / SGLang / Ollama: http://host:8000/v1
+    llm_max_retries: int = Field(default=2, ge=0, le=10)  # the SDKs' retries; none on top
+    llm_request_timeout_s: float = Field(default=120.0, gt=0)  # per request, within deadline_s
+    llm_max_tokens_per_call: int = Field(default=4096, ge=64)
+    llm_temperature: float | None = None  # unset: the provider's default
+    # {"anthropic:claude-x": {"rpm": 50, "tpm": 40000}}; keys: a spec, a provider, or "*".
+    llm_rate_limits: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # {"openai:my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05}} USD per Mtok.
+    llm_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    llm_cache_ttl: Literal["5m", "1h"] = "5m"  # Anthropic cache_control TTL
+    llm_openai_prompt_cache_key: bool = True
+    llm_openai_max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = (
+        "max_completion_tokens"
+    )
+    llm_max_connections: int = Field(default=256, ge=1)  # per provider and model
+    llm_tool_timeout_s: float = Field(default=20.0, gt=0)
+    llm_view_max_tokens: int = Field(default=400, ge=8)
+    llm_max_idle_replies: int = Field(default=2, ge=1)
+    llm_max_input_tokens: int | None = Field(default=None, ge=1)  # per rollout, all turns
+    llm_tools: Annotated[list[str] | None, NoDecode] = None  # CSV of tool names; unset: all
+    llm_prompt_version: str = "v1"
+    llm_prompts_dir: str | None = None  # unset: prompts/ beside the package, else ./prompts
+
+    @field_validator("llm_tools", mode="before")
+    @classmethod
+    def _llm_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    # Sandbox and equivalence (issue 3). Limits of the judge's run_python and
+    # check_equivalence tools; the model's tool arguments never change them.
+    sandbox_timeout_s: float = Field(default=5.0, gt=0, le=120)  # wall clock per run
+    sandbox_memory_mb: int = Field(default=256, ge=32, le=16384)  # per run, on top of the zygote
+    sandbox_pool_size: int = Field(default=2, ge=1, le=64)  # concurrent runs (warm zygotes)
+    sandbox_max_output_chars: int = Field(default=16_000, ge=256)  # printed text kept per run
+    # auto: use the OS layer where it can be built (else refuse sympy); require: fail without it.
+    sandbox_isolation: Literal["auto", "require", "off"] = "auto"
+    equivalence_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    equivalence_pool_size: int = Field(default=1, ge=1, le=64)
+
+    # Serving (issue 5): the store (JUDGE_REDIS_URL above, unset: in-process), jobs,
+    # workers and the per-key request limit (JUDGE_API_KEYS above, unset: open).
+    redis_prefix: str = Field(default="judge", min_length=1, max_length=64)  # one per deployment
+    redis_timeout_s: float = Field(default=2.0, gt=0, le=60)  # a dead Redis fails fast
+    cache_ttl_s: int = Field(default=30 * 86400, ge=60)  # judged results, by cache key
+    memory_cache_mb: int = Field(default=256, ge=1)  # the in-process store's result cache
+    job_ttl_s: int = Field(default=7 * 86400, ge=60)  # a job and its results, after its last write
+    max_rollouts_per_job: int = Field(default=100_000, ge=1)
+    # A job's options.deadline_s may not exceed this. A dead worker's rollouts are taken
+    # over after jobs_reclaim_idle_s, which must exceed it, so that a live worker's slowest
+    # legitimate session is never handed to a second worker.
+    jobs_max_deadline_s: float = Field(default=300.0, gt=0, le=3600)
+    jobs_reclaim_idle_s: float = Field(default=600.0, gt=0)
+    jobs_max_deliveries: int = Field(default=3, ge=1, le=100)  # then the dead-letter list
+    worker_concurrency: int | None = Field(default=None, ge=1)  # unset: max_concurrency
+    # auto: `serve` judges jobs itself unless a separate worker has a fresh heartbeat;
+    # on: always; off: never (a deployment with `judge-service worker` processes).
+    inprocess_worker: Literal["auto", "on", "off"] = "auto"
+    api_rate_limit_rpm: float | None = Field(default=None, gt=0)  # per API key; unset: none
+    api_rate_limit_burst: int | None = Field(default=None, ge=1)  # unset: 10 s of the rate
+
+    @model_validator(mode="after")
+    def _reclaim_after_deadline(self) -> Settings:
+        if self.jobs_reclaim_idle_s <= self.jobs_max_deadline_s:
+            raise ValueError(
+                f"jobs_reclaim_idle_s ({self.jobs_reclaim_idle_s}) must exceed "
+                f"jobs_max_deadline_s ({self.jobs_max_deadline_s}): a live worker's rollout "
+                "would be taken over and judged twice"
+            )
+        return self
 
 
 @lru_cache(maxsize=1)

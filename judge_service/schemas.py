@@ -119,6 +119,11 @@ class Result(BaseModel):
     cache_key: str | None = None
     error: str | None = None
     transcript: list[dict[str, Any]] | None = None
+    cache: Literal["hit", "miss", "bypass", "unavailable"] | None = Field(
+        default=None,
+        description="The judgment cache: hit (reused, no judge tokens spent), miss (judged), "
+        "bypass (options.use_cache false), unavailable (the store is down: judged without it).",
+    )
 
 
 class JudgeRequestBody(BaseModel):
@@ -196,3 +201,52 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorBody, "description": "A size limit was exceeded; `field` names it."},
     422: {"model": ErrorBody, "description": "Invalid input; `field` names the offending field."},
 }
+
+
+# Jobs (issue 5): durable asynchronous judging of many rollouts.
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+
+
+class JobRequestBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rollouts: list[Rollout] = Field(min_length=1)
+    options: Options = Field(default_factory=Options)
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Resubmitting with the same key (and the same body) returns the same job.",
+    )
+
+
+class JobCreated(BaseModel):
+    id: str
+    status: JobState
+
+
+class JobCounts(BaseModel):
+    total: int
+    queued: int
+    running: int
+    done: int = Field(description="Judged: results with status ok or fallback.")
+    failed: int = Field(description="Results with status failed (dead letters included).")
+    cancelled: int
+    dead_lettered: int = Field(description="Gave up after JUDGE_JOBS_MAX_DELIVERIES deliveries.")
+
+
+class JobView(BaseModel):
+    id: str
+    status: JobState
+    counts: JobCounts
+    created_at: float
+    finished_at: float | None = None
+
+
+class JobResultsPage(BaseModel):
+    results: list[Result] = Field(
+        description="The next results in input order; stops at the first rollout not yet judged."
+    )
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null once every result was returned."
+    )

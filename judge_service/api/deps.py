@@ -6,13 +6,17 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from judge_service.api.auth import TenantDep
 from judge_service.config import Settings
+from judge_service.jobs.service import JobService
 from judge_service.pipeline import Engine
+from judge_service.store import Store
 
 
-def get_engine(request: Request) -> Engine:
+def get_engine(request: Request, tenant: TenantDep) -> Engine:
+    """The app's engine acting for the authenticated caller (its cached judgments)."""
     engine: Engine = request.app.state.engine
-    return engine
+    return engine.for_tenant(tenant)
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -20,5 +24,18 @@ def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
+def get_jobs(request: Request) -> JobService:
+    jobs: JobService = request.app.state.jobs
+    return jobs
+
+
+def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+JobsDep = Annotated[JobService, Depends(get_jobs)]
+StoreDep = Annotated[Store, Depends(get_store)]
+__all__ = ["EngineDep", "JobsDep", "SettingsDep", "StoreDep", "TenantDep"]

@@ -11,9 +11,12 @@ from importlib import import_module
 # ``func`` (args -> exit code) on the parser.
 SUBCOMMAND_MODULES = (
     "judge_service.cli.serve",
+    "judge_service.cli.worker",
     "judge_service.cli.judge",
     "judge_service.cli.render",
     "judge_service.cli.openapi",
+    "judge_service.cli.probe",
+    "judge_service.cli.equivalence",
 )
 
 

@@ -20,7 +20,19 @@ def _rules(model: str, settings: Settings) -> Judge:
     return RulesJudge()
 
 
-FACTORIES: dict[str, JudgeFactory] = {"rules": _rules}
+def _anthropic(model: str, settings: Settings) -> Judge:
+    from judge_service.judges.llm.judge import build_llm_judge
+
+    return build_llm_judge("anthropic", model, settings)
+
+
+def _openai(model: str, settings: Settings) -> Judge:
+    from judge_service.judges.llm.judge import build_llm_judge
+
+    return build_llm_judge("openai", model, settings)
+
+
+FACTORIES: dict[str, JudgeFactory] = {"rules": _rules, "anthropic": _anthropic, "openai": _openai}
 
 
 def build_judge(spec: str, settings: Settings) -> Judge:

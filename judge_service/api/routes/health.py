@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from judge_service.api.deps import EngineDep
+import sandbox
+from judge_service.jobs.inprocess import InProcessWorker
+from judge_service.jobs.model import JobStore
+from judge_service.pipeline import Engine
+from judge_service.store import Store, StoreUnavailable
 
 router = APIRouter(tags=["health"])
 
@@ -19,8 +24,12 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", operation_id="readyz")
-async def readyz(engine: EngineDep) -> JSONResponse:
-    """Ready to judge: each check says what it found; 503 when a required one fails."""
+async def readyz(request: Request) -> JSONResponse:
+    """Ready to judge: each check says what it found; 503 when a required one fails.
+    With Redis down the API still judges synchronously (without the cache), but jobs
+    cannot be accepted or read, so it is not ready."""
+    engine: Engine = request.app.state.engine
+    store: Store = request.app.state.store
     checks: dict[str, Any] = {}
     ready = True
     name = engine.settings.default_tokenizer
@@ -32,4 +41,20 @@ async def readyz(engine: EngineDep) -> JSONResponse:
             checks["default_tokenizer"] = {"ok": False, "name": name, "error": str(exc)}
             ready = False
     checks["judge"] = {"ok": True, "default": engine.settings.default_judge}
+    # The sandbox serves run_python; without its OS layer it still runs, refusing sympy,
+    # so it is reported but does not make the service unready.
+    status = await asyncio.to_thread(sandbox.isolation_status)
+    checks["sandbox"] = {"ok": bool(status.get("isolated")), **status}
+    try:
+        await store.ping()
+        checks["store"] = {"ok": True, "kind": store.kind}
+    except StoreUnavailable as exc:
+        checks["store"] = {"ok": False, "kind": store.kind, "error": str(exc)}
+        ready = False
+    worker: InProcessWorker | None = request.app.state.worker
+    jobs: JobStore = request.app.state.job_store
+    workers: dict[str, Any] = {"in_process": worker is not None and worker.running}
+    if jobs.shared and checks["store"]["ok"]:
+        workers["separate"] = len(await jobs.live_workers(15.0))
+    checks["workers"] = workers
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)

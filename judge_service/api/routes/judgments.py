@@ -1,0 +1,42 @@
+"""Stored judgments by cache key (the ``cache_key`` of a result)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+
+from judge_service.api.deps import StoreDep, TenantDep
+from judge_service.errors import InputError
+from judge_service.jobs.service import NotFoundError
+from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Result
+from judge_service.store.cache import as_encoded
+
+router = APIRouter(prefix="/v1/judgments", tags=["judgments"])
+_KEY = re.compile(r"sha256:[0-9a-f]{64}")
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    404: {"model": ErrorBody, "description": "No stored judgment under this key for this API key."},
+    503: {"model": ErrorBody, "description": "The store (Redis) is unavailable; retry."},
+}
+
+
+@router.get(
+    "/{key}", operation_id="get_judgment", response_model_exclude_none=True, responses=RESPONSES
+)
+async def get_judgment(
+    key: Annotated[str, Path(max_length=80)],
+    store: StoreDep,
+    tenant: TenantDep,
+    credit_encoding: Annotated[CreditEncoding, Query()] = "dense",
+) -> Result:
+    """The judgment stored under a result's ``cache_key``, as it was first judged (its
+    usage included). Only ``ok`` results are stored; ``use_cache: false`` stores nothing."""
+    if not _KEY.fullmatch(key):
+        raise InputError("a cache key looks like sha256:<64 hex digits>", field="key")
+    data = await store.get_judgment(tenant, key)
+    if data is None:
+        raise NotFoundError(f"no stored judgment {key}", field="key")
+    return as_encoded(data, credit_encoding)

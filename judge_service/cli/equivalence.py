@@ -1,0 +1,56 @@
+"""``judge-service check-equivalence GOLD PRED``: print the verdict as JSON.
+
+Exit status 0 for every verdict (``unknown`` included); 2 for bad options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "check-equivalence",
+        help="is PRED mathematically equivalent to the reference GOLD? (math-verify)",
+    )
+    parser.add_argument("gold", help="the reference answer (LaTeX or plain)")
+    parser.add_argument("pred", help="the answer to check")
+    parser.add_argument(
+        "--degrees-as-radians", action="store_true", help="read 30° as pi/6 (default: as 30)"
+    )
+    parser.add_argument(
+        "--percent", choices=("lenient", "strict"), default="lenient",
+        help="lenient: 50%% matches 50 and 0.5; strict: only 0.5",
+    )  # fmt: skip
+    parser.add_argument("--tolerance", type=float, help="relative tolerance for numbers")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds (default: JUDGE_EQUIVALENCE_TIMEOUT_S)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from judge_service.config import get_settings
+    from judge_service.equivalence import EquivalenceChecker, EquivalencePolicy
+
+    settings = get_settings()
+    try:
+        policy = EquivalencePolicy.from_dict(
+            {
+                "degrees_as_radians": args.degrees_as_radians,
+                "percent": args.percent,
+                "tolerance": args.tolerance,
+            }
+        )
+    except ValueError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 2
+    timeout = args.timeout if args.timeout is not None else settings.equivalence_timeout_s
+    with EquivalenceChecker(
+        pool_size=1, timeout_s=timeout, isolate=settings.sandbox_isolation != "off"
+    ) as checker:
+        result = checker.check(args.gold, args.pred, policy)
+    print(json.dumps(result.to_dict(), ensure_ascii=False))
+    return 0

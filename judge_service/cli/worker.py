@@ -1,0 +1,115 @@
+"""``judge-service worker``: judge job rollouts from Redis until SIGTERM (then drain).
+
+Run as many as you like, on as many machines as you like, against one Redis
+(``JUDGE_REDIS_URL``); each takes rollouts as it has free slots. ``--healthcheck``
+exits 0 when a worker on this host has a fresh heartbeat (the compose file's
+healthcheck), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+HEALTHY_WITHIN_S = 30.0
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "worker", help="judge queued job rollouts from Redis (JUDGE_REDIS_URL)"
+    )
+    parser.add_argument("--name", help="consumer name (default: <host>-<pid>); unique per worker")
+    parser.add_argument(
+        "--concurrency", type=int, help="rollouts in flight (default: JUDGE_WORKER_CONCURRENCY)"
+    )
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--healthcheck", action="store_true", help="exit 0 if a worker on this host is alive"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from judge_service.config import get_settings
+
+    settings = get_settings()
+    if not settings.redis_url:
+        print(
+            "judge-service worker: JUDGE_REDIS_URL is not set; workers share jobs through Redis "
+            "(without it, `judge-service serve` judges jobs in-process)",
+            file=sys.stderr,
+        )
+        return 2
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.healthcheck:
+        return asyncio.run(_healthcheck())
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    return asyncio.run(_work(name, args.concurrency))
+
+
+async def _work(name: str, concurrency: int | None) -> int:
+    from judge_service.config import get_settings
+    from judge_service.jobs import open_job_store
+    from judge_service.jobs.worker import Worker, WorkerConfig
+    from judge_service.judges.llm import ratelimit
+    from judge_service.pipeline import Engine
+    from judge_service.store import open_store
+    from judge_service.store.redis_store import RedisStore
+
+    settings = get_settings()
+    store = open_store(settings)
+    assert isinstance(store, RedisStore)
+    ratelimit.set_shared_backend(store.buckets)
+    config = WorkerConfig(
+        name=name,
+        concurrency=concurrency or settings.worker_concurrency or settings.max_concurrency,
+        reclaim_idle_s=settings.jobs_reclaim_idle_s,
+        max_deliveries=settings.jobs_max_deliveries,
+        reclaim_every_s=min(5.0, settings.jobs_reclaim_idle_s / 2),
+    )
+    # The engine's own concurrency limit must never hold a claimed rollout back: its reclaim
+    # clock is already running.
+    engine_settings = settings.model_copy(
+        update={"max_concurrency": max(settings.max_concurrency, config.concurrency)}
+    )
+    worker = Worker(Engine(engine_settings, store=store), open_job_store(settings, store), config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    logging.getLogger(__name__).info(
+        "worker %s: %d slots, reclaim after %.0f s idle",
+        name,
+        config.concurrency,
+        config.reclaim_idle_s,
+    )
+    try:
+        await worker.run(stop)
+    finally:
+        await store.close()
+    return 0
+
+
+async def _healthcheck() -> int:
+    from judge_service.config import get_settings
+    from judge_service.jobs import open_job_store
+    from judge_service.store import StoreUnavailable, open_store
+
+    settings = get_settings()
+    store = open_store(settings)
+    try:
+        alive = await open_job_store(settings, store).live_workers(HEALTHY_WITHIN_S)
+    except StoreUnavailable:
+        return 1
+    finally:
+        await store.close()
+    host = socket.gethostname() + "-"
+    return 0 if any(n.startswith(host) for n in alive) else 1

@@ -1,0 +1,95 @@
+"""Rewrite an answer string into the LaTeX that math-verify reads as intended.
+
+math-verify extracts answers from model output; the judge hands it bare
+answers ("1/2", "2^{-2}", "1.5e3"). Bare answers are wrapped in ``$...$`` so
+the LaTeX parser, which reads more notation than the plain-expression one,
+takes them. A few notations it misreads are rewritten first:
+
+- ``1.5e3`` would be 1.5·e·3 (Euler's number): it becomes ``1.5\\times 10^{3}``.
+- ``9^9^9^9`` would be ((9^9)^9)^9; a tower is read top-down, as in
+  mathematics: ``9^{9^{9^{9}}}``.
+- ``x = 3 or x = 4`` becomes the list ``x = 3, x = 4``.
+- With ``degrees_as_radians``, a degree sign becomes ``\\cdot\\frac{\\pi}{180}``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from judge_service.equivalence.result import EquivalencePolicy
+
+_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed")
+_SCIENTIFIC = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?|\.\d+)[eE]([+-]?\d+)(?![\w.])")
+_DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree\b")
+_CONNECTIVE = re.compile(r"\s+(?:or|and)\s+")
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{4,}")
+_TEXT_GROUP = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname)\s*\{[^{}]*\}")
+_ATOM = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
+
+
+def _braced(text: str, start: int) -> int | None:
+    """Index just past the group that opens at `start` (a ``{``), or None."""
+    depth = 0
+    for index in range(start, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return None
+
+
+def _exponent(text: str, start: int) -> tuple[str, int] | None:
+    """The exponent atom after a ``^`` at `start - 1`: a braced group, number, letter or command."""
+    index = start
+    while index < len(text) and text[index].isspace():
+        index += 1
+    if index < len(text) and text[index] == "{":
+        end = _braced(text, index)
+        return None if end is None else (text[index + 1 : end - 1], end)
+    match = _ATOM.match(text, start)
+    return (match.group(1), match.end()) if match else None
+
+
+def right_associate_powers(text: str) -> str:
+    """``a^b^c`` → ``a^{b^{c}}``; single exponents are left as they are."""
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        if text[index] != "^":
+            out.append(text[index])
+            index += 1
+            continue
+        exponents: list[str] = []
+        cursor = index
+        while cursor < len(text) and text[cursor] == "^":
+            atom = _exponent(text, cursor + 1)
+            if atom is None:
+                break
+            exponents.append(atom[0])
+            cursor = atom[1]
+        if len(exponents) < 2:
+            end = max(cursor, index + 1)
+            out.append(text[index:end])
+            index = end
+            continue
+        nested = exponents[-1]
+        for exponent in reversed(exponents[:-1]):
+            nested = f"{exponent}^{{{nested}}}"
+        out.append(f"^{{{nested}}}")
+        index = cursor
+    return "".join(out)
+
+
+def prepare(answer: str, policy: EquivalencePolicy) -> str:
+    text = answer.strip()
+    if policy.degrees_as_radians:
+        text = _DEGREE.sub(r"\\cdot\\frac{\\pi}{180}", text)
+    text = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", text)
+    text = right_associate_powers(text)
+    if not _DELIMITED.search(text):
+        text = _CONNECTIVE.sub(", ", text)
+        if not _PROSE_WORD.search(_TEXT_GROUP.sub("", text)):
+            text = f"${text}$"
+    return text

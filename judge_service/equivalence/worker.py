@@ -1,0 +1,180 @@
+"""The comparison itself, run in a sandbox zygote's child (the zygote's handler).
+
+math-verify's timeouts are ``signal.alarm`` calls, which only work in a
+process's main thread; a forked child's only thread is its main thread, and
+the zygote's hard kill backs them up when C code (a huge power) does not
+return to the interpreter for the alarm to fire. The answers come from the
+policy model's trace, so parsing them (which reaches sympy's ``parse_expr``,
+an ``eval``) happens behind the same OS boundary as ``run_python``.
+
+``verify(gold, pred)`` is asymmetric: the reference goes in as gold.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from typing import Any
+
+from judge_service.equivalence.normalize import prepare
+from judge_service.equivalence.result import EquivalencePolicy, EquivalenceResult
+
+_MAX_FORM_CHARS = 500
+
+
+def _alarm_seconds(budget_s: float, share: float) -> int:
+    return max(1, math.floor(budget_s * share))
+
+
+def _show(form: object) -> str:
+    try:
+        text = str(form)
+    except Exception as exc:  # a form too large to print is still a form
+        text = f"<{type(form).__name__}: {exc}>"
+    return text if len(text) <= _MAX_FORM_CHARS else text[:_MAX_FORM_CHARS] + "..."
+
+
+def _is_math(form: object) -> bool:
+    return not isinstance(form, str)
+
+
+def _strict_percent(form: Any) -> Any:
+    from sympy import Basic, Rational, UnevaluatedExpr
+
+    if isinstance(form, Basic):
+        return form.xreplace({UnevaluatedExpr(Rational(1, 100)): Rational(1, 100)})
+    return form
+
+
+def _exact_number(form: Any) -> Any | None:
+    """`form` as an exact constant expression, or None (symbols, floats, percent, non-numbers)."""
+    from sympy import Expr, Float, UnevaluatedExpr
+
+    if not isinstance(form, Expr) or form.free_symbols:
+        return None
+    if form.has(Float) or form.has(UnevaluatedExpr):
+        return None
+    return form.doit()
+
+
+def _exactly_different(gold: Any, pred: Any) -> bool:
+    """True when both are exact constants that differ.
+
+    math-verify compares numbers after ``evalf(chop=True)``, which rounds
+    tiny values to zero: it calls 1/2^99 and 1/2^98 equal. Exact values get
+    an exact check on top.
+    """
+    from sympy import N, Rational
+
+    try:
+        a, b = _exact_number(gold), _exact_number(pred)
+        if a is None or b is None or not (a.is_finite and b.is_finite):
+            return False
+        difference = (a - b).doit()
+        if isinstance(difference, Rational):
+            return bool(difference != 0)
+        value, scale = N(difference, 60), max(abs(N(a, 60)), abs(N(b, 60)))
+        return bool(value.is_number and value != 0 and abs(value) > scale * N(10) ** -45)
+    except (TypeError, ValueError, ArithmeticError):
+        return False  # no exact verdict: math-verify's stands
+
+
+def _within_tolerance(gold: Any, pred: Any, tolerance: float) -> bool:
+    from sympy import Expr, N
+
+    if not (isinstance(gold, Expr) and isinstance(pred, Expr)):
+        return False
+    if gold.free_symbols or pred.free_symbols:
+        return False
+    try:
+        a, b = complex(N(gold.doit(), 30)), complex(N(pred.doit(), 30))
+    except (TypeError, ValueError):
+        return False
+    return abs(a - b) <= tolerance * max(abs(a), abs(b), 1e-300)
+
+
+def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) -> EquivalenceResult:
+    from math_verify import parse, verify
+    from math_verify.errors import TimeoutException
+
+    started = time.perf_counter()
+
+    def result(verdict: Any, reason: str, g: list[Any], p: list[Any]) -> EquivalenceResult:
+        elapsed = (time.perf_counter() - started) * 1000
+        shown_g, shown_p = [_show(x) for x in g], [_show(x) for x in p]
+        return EquivalenceResult(verdict, reason, shown_g, shown_p, elapsed)
+
+    parse_alarm = _alarm_seconds(budget_s, 0.2)
+    sides: list[list[Any]] = []
+
+    def parsed_so_far() -> tuple[list[Any], list[Any]]:
+        return (sides[0] if sides else []), []
+
+    for name, text in (("reference", gold), ("answer", pred)):
+        try:
+            forms = parse(prepare(text, policy), parsing_timeout=parse_alarm, raise_on_error=True)
+        except TimeoutException:
+            return result("unknown", f"parsing the {name} timed out", *parsed_so_far())
+        except (MemoryError, RecursionError) as exc:
+            reason = f"parsing the {name} ran out of resources ({type(exc).__name__})"
+            return result("unknown", reason, *parsed_so_far())
+        except Exception as exc:
+            reason = f"cannot parse the {name}: {type(exc).__name__}: {exc}"
+            return result("unknown", reason[:500], *parsed_so_far())
+        if not forms:
+            return result("unknown", f"cannot parse the {name}", *parsed_so_far())
+        sides.append(forms)
+    golds, preds = sides
+    if policy.percent == "strict":
+        golds, preds = [_strict_percent(x) for x in golds], [_strict_percent(x) for x in preds]
+
+    verify_alarm = _alarm_seconds(budget_s, 0.5)
+    stopped: str | None = None  # why a comparison could not finish, if one could not
+    for g, p in itertools.product(golds, preds):
+        try:
+            same = verify(g, p, timeout_seconds=verify_alarm, raise_on_error=True)
+        except TimeoutException:
+            stopped = "the comparison timed out"
+            continue
+        except (MemoryError, RecursionError) as exc:
+            stopped = f"the comparison ran out of resources ({type(exc).__name__})"
+            continue
+        except Exception:
+            continue  # math-verify's own default: forms it cannot compare are not equal
+        if same and not _exactly_different(g, p):
+            return result("equivalent", "math-verify found them equal", golds, preds)
+    if policy.tolerance is not None:
+        for g, p in itertools.product(filter(_is_math, golds), filter(_is_math, preds)):
+            if _within_tolerance(g, p, policy.tolerance):
+                reason = f"equal within a relative tolerance of {policy.tolerance:g}"
+                return result("equivalent", reason, golds, preds)
+    if stopped is not None:
+        return result("unknown", stopped, golds, preds)
+    if any(map(_is_math, golds)) != any(map(_is_math, preds)):
+        side = "reference" if not any(map(_is_math, golds)) else "answer"
+        return result("unknown", f"the {side} could not be read as mathematics", golds, preds)
+    return result("not_equivalent", "math-verify found them different", golds, preds)
+
+
+# -- the zygote's handler interface -------------------------------------------
+
+_WARMUP = [
+    ("\\frac{1}{2}", "0.5"), ("x=3", "3"), ("[1,2)", "[1,2]"), ("\\{1,2\\}", "2, 1"),
+    ("50\\%", "0.5"), ("(1,2,3)", "(1,2,3)"), ("x>5", "5<x"), ("2\\sqrt{2}", "\\sqrt{8}"),
+    ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}"),
+]  # fmt: skip
+
+
+def preload() -> None:
+    import math_verify  # noqa: F401  (imported here so forked children start warm)
+
+    for gold, pred in _WARMUP:
+        compare(gold, pred, EquivalencePolicy(), budget_s=30)
+
+
+def handle(payload: dict[str, Any], report: object) -> dict[str, Any]:
+    policy = EquivalencePolicy.from_dict(payload.get("policy", {}))
+    return compare(
+        str(payload["gold"]), str(payload["pred"]), policy, float(payload["timeout_s"])
+    ).to_dict()

@@ -1,0 +1,247 @@
+"""Jobs in this process: the same semantics as the Redis queue, for ``serve`` without Redis.
+
+Everything runs on one event loop and no method awaits in the middle of a state
+change, so each method is atomic like its Lua counterpart. Jobs live as long as
+the process (finished ones are dropped after ``JUDGE_JOB_TTL_S``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from judge_service.jobs.model import (
+    CANCELLED,
+    Begin,
+    Entry,
+    FinishKind,
+    IdempotencyConflict,
+    JobRecord,
+    JobStore,
+    final_status,
+    new_job_id,
+)
+
+
+@dataclass
+class _Job:
+    id: str
+    tenant: str
+    options: str
+    fingerprint: str
+    ids: list[str]
+    payloads: dict[int, str]
+    created_at: float
+    status: str = "queued"
+    finished_at: float | None = None
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"done": 0, "failed": 0, "cancelled": 0, "dead": 0}
+    )
+    out: dict[int, str] = field(default_factory=dict)
+    run: dict[int, str] = field(default_factory=dict)
+    tries: dict[int, int] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> int:
+        return self.counts["done"] + self.counts["failed"] + self.counts["cancelled"]
+
+
+class MemoryJobStore(JobStore):
+    shared = False
+
+    def __init__(self, *, ttl_s: int) -> None:
+        self.ttl_s = ttl_s
+        self._jobs: dict[str, _Job] = {}
+        self._idem: dict[tuple[str, str], tuple[str, str]] = {}
+        self._new: deque[Entry] = deque()
+        self._pending: dict[str, tuple[Entry, str, float]] = {}  # id -> entry, consumer, at
+        self._dead: list[str] = []
+        self._seq = itertools.count()
+        self._arrived: asyncio.Event | None = None
+
+    def _event(self) -> asyncio.Event:
+        if self._arrived is None:  # created on first use, inside the serving loop
+            self._arrived = asyncio.Event()
+        return self._arrived
+
+    async def ensure_queue(self) -> None:
+        return None
+
+    async def create(
+        self,
+        tenant: str,
+        idempotency_key: str | None,
+        fingerprint: str,
+        options: str,
+        ids: Sequence[str],
+        payloads: Sequence[str],
+    ) -> tuple[str, bool]:
+        self._expire()
+        if idempotency_key is not None and (tenant, idempotency_key) in self._idem:
+            job_id, stored = self._idem[(tenant, idempotency_key)]
+            if job_id in self._jobs:
+                if stored != fingerprint:
+                    raise IdempotencyConflict(job_id)
+                return job_id, False
+        job = _Job(
+            id=new_job_id(),
+            tenant=tenant,
+            options=options,
+            fingerprint=fingerprint,
+            ids=list(ids),
+            payloads=dict(enumerate(payloads)),
+            created_at=time.time(),
+        )
+        self._jobs[job.id] = job
+        if idempotency_key is not None:
+            self._idem[(tenant, idempotency_key)] = (job.id, fingerprint)
+        for index in range(len(ids)):
+            self._new.append(Entry(f"{next(self._seq)}-0", job.id, index))
+        self._event().set()
+        return job.id, True
+
+    def _expire(self) -> None:
+        horizon = time.time() - self.ttl_s
+        for job_id in [j.id for j in self._jobs.values() if (j.finished_at or 1e300) < horizon]:
+            del self._jobs[job_id]
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        job = self._jobs.get(job_id)
+        if job is None:
+            return None
+        return JobRecord(
+            id=job.id,
+            tenant=job.tenant,
+            total=len(job.ids),
+            status=job.status,  # type: ignore[arg-type]
+            options=job.options,
+            created_at=job.created_at,
+            finished_at=job.finished_at,
+            running=len(job.run),
+            **job.counts,
+        )
+
+    async def result_slice(self, job_id: str, start: int, limit: int) -> list[str | None]:
+        job = self._jobs.get(job_id)
+        return [None if job is None else job.out.get(i) for i in range(start, start + limit)]
+
+    async def ids(self, job_id: str, start: int, stop: int) -> list[str]:
+        job = self._jobs.get(job_id)
+        return [] if job is None else job.ids[start:stop]
+
+    async def cancel(self, job_id: str) -> None:
+        job = self._jobs.get(job_id)
+        if job is None or job.status in ("done", "failed", "cancelled"):
+            return
+        job.status = "cancelled"
+        for index in range(len(job.ids)):
+            if index not in job.out and index not in job.run:
+                job.out[index] = CANCELLED
+                job.counts["cancelled"] += 1
+        self._maybe_finished(job)
+
+    async def claim(self, consumer: str, count: int, block_s: float) -> list[Entry]:
+        if not self._new and block_s > 0:
+            event = self._event()
+            event.clear()
+            try:
+                await asyncio.wait_for(event.wait(), block_s)
+            except TimeoutError:
+                return []
+        claimed: list[Entry] = []
+        while self._new and len(claimed) < count:
+            entry = self._new.popleft()
+            self._pending[entry.id] = (entry, consumer, time.monotonic())
+            claimed.append(entry)
+        return claimed
+
+    async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
+        now = time.monotonic()
+        claimed: list[Entry] = []
+        for entry, _, at in list(self._pending.values()):
+            if len(claimed) >= count:
+                break
+            if now - at >= min_idle_s:
+                self._pending[entry.id] = (entry, consumer, now)
+                claimed.append(entry)
+        return claimed
+
+    async def begin(self, entry: Entry, consumer: str, max_deliveries: int) -> Begin:
+        job = self._jobs.get(entry.job)
+        if job is None:
+            return Begin("gone")
+        if entry.index in job.out:
+            return Begin("done")
+        if job.status == "cancelled":
+            return Begin("cancelled")
+        attempts = job.tries[entry.index] = job.tries.get(entry.index, 0) + 1
+        if attempts > max_deliveries:
+            return Begin("dead", attempts=attempts - 1, last_error=job.errors.get(entry.index))
+        job.run[entry.index] = consumer
+        if job.status == "queued":
+            job.status = "running"
+        return Begin("go", attempts=attempts, payload=job.payloads[entry.index])
+
+    async def finish(
+        self, entry: Entry, result: str, kind: FinishKind, dead_record: str | None = None
+    ) -> bool:
+        self._pending.pop(entry.id, None)
+        job = self._jobs.get(entry.job)
+        if job is None:
+            return False
+        job.run.pop(entry.index, None)
+        if entry.index in job.out:
+            return False
+        job.out[entry.index] = result
+        if kind == "dead":
+            job.counts["dead"] += 1
+            job.counts["failed"] += 1
+            self._dead = [*self._dead[-9999:], dead_record or ""]
+        else:
+            job.counts[kind] += 1
+        if job.status == "queued":
+            job.status = "running"
+        self._maybe_finished(job)
+        return True
+
+    def _maybe_finished(self, job: _Job) -> None:
+        if job.finished >= len(job.ids) and job.finished_at is None:
+            job.status = final_status(job.status, len(job.ids), job.counts["failed"])
+            job.finished_at = time.time()
+            job.payloads.clear()
+            job.run.clear()
+
+    async def release(self, entry: Entry) -> None:
+        if self._pending.pop(entry.id, None) is None:
+            return
+        job = self._jobs.get(entry.job)
+        if job is not None and entry.index not in job.out:
+            job.run.pop(entry.index, None)
+            job.tries[entry.index] = max(0, job.tries.get(entry.index, 0) - 1)
+            self._new.append(Entry(f"{next(self._seq)}-0", entry.job, entry.index))
+            self._event().set()
+
+    async def record_error(self, entry: Entry, error: str) -> None:
+        job = self._jobs.get(entry.job)
+        if job is not None:
+            job.errors[entry.index] = error[:2000]
+
+    async def ack(self, entry: Entry) -> None:
+        self._pending.pop(entry.id, None)
+
+    async def heartbeat(self, consumer: str) -> None:
+        return None  # no separate worker can reach an in-process queue
+
+    async def live_workers(self, within_s: float) -> list[str]:
+        return []
+
+    async def dead_letters(self, limit: int = 100) -> list[str]:
+        return self._dead[-limit:]
+
+    async def pending(self, consumer: str | None = None) -> int:
+        return sum(1 for _, c, _ in self._pending.values() if consumer in (None, c))

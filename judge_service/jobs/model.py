@@ -1,0 +1,227 @@
+"""Jobs: what a job is, how its status follows from its counts, and the queue interface.
+
+A job is a list of rollouts and one set of options. Each rollout is one queue
+entry; a worker *begins* an entry (counting the delivery, marking it running),
+judges it, and *finishes* it: the result is written first-write-wins and the
+entry acknowledged in the same atomic step. So a rollout has exactly one
+result however often it is delivered; a delivery whose result already exists
+is only acknowledged.
+
+`JobStore` has two implementations: Redis Streams (`jobs.queue`, shared by
+any number of workers) and in-process (`jobs.memory_queue`, for
+``judge-service serve`` without Redis). They behave alike; the tests run the
+same cases against both.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from judge_service.schemas import JobCounts, JobState, JobView, Result
+
+CANCELLED = "C"  # the stored marker of a rollout cancelled before it started
+FinishKind = Literal["done", "failed", "cancelled", "dead"]
+BeginKind = Literal["go", "done", "gone", "cancelled", "dead"]
+
+
+def new_job_id() -> str:
+    return "job_" + uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One delivery of one rollout of a job (`id` is the queue's entry id)."""
+
+    id: str
+    job: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Begin:
+    """What a worker should do with an entry it was handed.
+
+    go: judge it (`payload` is the rollout and its advantage); done: a result exists,
+    only acknowledge; gone: the job expired; cancelled: the job was cancelled; dead:
+    it was delivered `attempts` times without finishing (`last_error`), dead-letter it.
+    """
+
+    kind: BeginKind
+    attempts: int = 0
+    payload: str | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    tenant: str
+    total: int
+    status: JobState
+    options: str  # Options as JSON
+    created_at: float
+    finished_at: float | None
+    done: int
+    failed: int
+    cancelled: int
+    dead: int
+    running: int
+
+    def view(self) -> JobView:
+        finished = self.done + self.failed + self.cancelled
+        running = min(self.running, self.total - finished)
+        return JobView(
+            id=self.id,
+            status=self.status,
+            counts=JobCounts(
+                total=self.total,
+                queued=max(0, self.total - finished - running),
+                running=running,
+                done=self.done,
+                failed=self.failed,
+                cancelled=self.cancelled,
+                dead_lettered=self.dead,
+            ),
+            created_at=self.created_at,
+            finished_at=self.finished_at,
+        )
+
+
+def final_status(record_status: str, total: int, failed: int) -> JobState:
+    """A job's status once every rollout has a result (both stores use this rule)."""
+    if record_status == "cancelled":
+        return "cancelled"
+    return "failed" if failed >= total else "done"
+
+
+def cancelled_result(rollout_id: str) -> Result:
+    return Result(
+        id=rollout_id,
+        status="failed",
+        error="cancelled: the job was cancelled before this rollout was judged",
+    )
+
+
+def dead_letter_result(rollout_id: str, attempts: int, last_error: str | None) -> Result:
+    why = last_error or (
+        "none recorded: the worker holding it stopped (killed, crashed or out of memory) "
+        "before it finished"
+    )
+    return Result(
+        id=rollout_id,
+        status="failed",
+        error=f"dead-letter: gave up after {attempts} deliveries; last error: {why}",
+    )
+
+
+def dead_letter_record(
+    entry: Entry, tenant: str, attempts: int, last_error: str | None, at: float
+) -> str:
+    return json.dumps(
+        {
+            "job": entry.job,
+            "index": entry.index,
+            "entry": entry.id,
+            "tenant": tenant,
+            "attempts": attempts,
+            "last_error": last_error,
+            "at": at,
+        }
+    )
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key names a job created from a different request body."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+
+class JobStore(ABC):
+    shared: bool  # True when other processes (workers) can see the same jobs
+
+    @abstractmethod
+    async def ensure_queue(self) -> None:
+        """Create the queue (stream and consumer group) if it is missing."""
+
+    @abstractmethod
+    async def create(
+        self,
+        tenant: str,
+        idempotency_key: str | None,
+        fingerprint: str,
+        options: str,
+        ids: Sequence[str],
+        payloads: Sequence[str],
+    ) -> tuple[str, bool]:
+        """Create a job and enqueue its rollouts atomically; (job id, created). With a known
+        idempotency key: that job, not created; raises IdempotencyConflict if the
+        fingerprint differs."""
+
+    @abstractmethod
+    async def get(self, job_id: str) -> JobRecord | None: ...
+
+    @abstractmethod
+    async def result_slice(self, job_id: str, start: int, limit: int) -> list[str | None]:
+        """Stored results of indices start.. (None where there is none yet)."""
+
+    @abstractmethod
+    async def ids(self, job_id: str, start: int, stop: int) -> list[str]:
+        """Rollout ids of indices start..stop-1."""
+
+    @abstractmethod
+    async def cancel(self, job_id: str) -> None:
+        """Mark the job cancelled; rollouts not started get a cancelled result."""
+
+    @abstractmethod
+    async def claim(self, consumer: str, count: int, block_s: float) -> list[Entry]:
+        """Up to `count` new entries for `consumer`, waiting up to `block_s` for one."""
+
+    @abstractmethod
+    async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
+        """Up to `count` entries delivered to any consumer and unacknowledged for
+        `min_idle_s` or more, now delivered to `consumer`."""
+
+    @abstractmethod
+    async def begin(self, entry: Entry, consumer: str, max_deliveries: int) -> Begin: ...
+
+    @abstractmethod
+    async def finish(
+        self, entry: Entry, result: str, kind: FinishKind, dead_record: str | None = None
+    ) -> bool:
+        """Write the result unless one exists, update the counts, acknowledge the entry:
+        atomically. True if this call wrote the result."""
+
+    @abstractmethod
+    async def release(self, entry: Entry) -> None:
+        """Give back an entry this worker will not finish (it is stopping): enqueue it
+        again for anyone, without counting the delivery."""
+
+    @abstractmethod
+    async def record_error(self, entry: Entry, error: str) -> None:
+        """Remember why this delivery failed (the entry stays unacknowledged)."""
+
+    @abstractmethod
+    async def ack(self, entry: Entry) -> None: ...
+
+    @abstractmethod
+    async def heartbeat(self, consumer: str) -> None:
+        """A separate worker says it is alive."""
+
+    @abstractmethod
+    async def live_workers(self, within_s: float) -> list[str]:
+        """Separate workers with a heartbeat in the last `within_s` seconds."""
+
+    @abstractmethod
+    async def dead_letters(self, limit: int = 100) -> list[str]:
+        """The newest dead-letter records (JSON)."""
+
+    @abstractmethod
+    async def pending(self, consumer: str | None = None) -> int:
+        """Entries delivered and not acknowledged (of one consumer, or of all)."""

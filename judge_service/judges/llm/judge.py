@@ -1,0 +1,201 @@
+"""`LLMJudge`: the agentic span judge over any `Provider`, and its factories from `Settings`.
+
+The judge renders the prompt once per rollout (tools sorted by name with
+canonical JSON schemas, system text, rollout context), runs the tool loop,
+and prices the usage. The tool set is whatever it is given; `default_tools`
+adds the sandbox tools (run_python, check_equivalence) when their modules are
+installed, and ``JUDGE_LLM_TOOLS`` narrows the set by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import import_module
+
+from judge_service.config import Settings
+from judge_service.errors import InputError, JudgeError
+from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
+from judge_service.judges.llm.anthropic_provider import AnthropicProvider
+from judge_service.judges.llm.conversation import Prompt, ToolSpec
+from judge_service.judges.llm.loop import LoopConfig, ToolLoop
+from judge_service.judges.llm.openai_provider import OpenAIProvider
+from judge_service.judges.llm.pricing import PriceTable
+from judge_service.judges.llm.prompt import PromptSet, canonical_json
+from judge_service.judges.llm.provider import Provider
+from judge_service.judges.llm.ratelimit import shared_limiter
+from judge_service.judges.llm.transcript import Transcript
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.tools.base import Tool
+from judge_service.tools.trace_tools import (
+    SUBMIT_SPANS,
+    SearchTraceTool,
+    SubmitSpansTool,
+    ViewTokensTool,
+)
+
+log = logging.getLogger(__name__)
+
+# Tools of the sandbox issue, used when their modules exist: (module, class).
+OPTIONAL_TOOLS = (
+    ("judge_service.tools.python", "RunPythonTool"),
+    ("judge_service.tools.equivalence", "CheckEquivalenceTool"),
+)
+
+
+@dataclass
+class LLMJudgeOutcome(JudgeOutcome):
+    pass
+
+
+def tool_spec(tool: Tool) -> ToolSpec:
+    # Round-tripping through sorted JSON fixes the key order the SDK will serialize.
+    parameters = json.loads(canonical_json(tool.parameters))
+    return ToolSpec(tool.name, tool.description, parameters)
+
+
+class LLMJudge(Judge):
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        tools: Sequence[Tool] = (),
+        prompts: PromptSet | None = None,
+        config: LoopConfig | None = None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        names = [tool.name for tool in tools]
+        if SUBMIT_SPANS in names or len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique and not {SUBMIT_SPANS!r}: {names}")
+        self.provider = provider
+        self.name = provider.name
+        self.tools = {tool.name: tool for tool in tools}
+        # Per label set: the tool map and its specs (rendered once, reused by every rollout).
+        self._tool_sets: dict[tuple[str, ...], tuple[dict[str, Tool], tuple[ToolSpec, ...]]] = {}
+        self.prompts = prompts or PromptSet.load()
+        self.loop = ToolLoop(provider, self.prompts, config or LoopConfig())
+        self.prices = prices or PriceTable()
+        self.prompt_version = self.prompts.version_for(self._tools(list(DEFAULT_LABEL_SCORES))[1])
+
+    def _tools(self, labels: Sequence[str]) -> tuple[dict[str, Tool], tuple[ToolSpec, ...]]:
+        key = tuple(labels)
+        if key not in self._tool_sets:
+            if len(self._tool_sets) >= 64:  # label sets come from requests: keep it bounded
+                self._tool_sets.clear()
+            tools = dict(sorted({**self.tools, SUBMIT_SPANS: SubmitSpansTool(labels)}.items()))
+            self._tool_sets[key] = tools, tuple(tool_spec(tool) for tool in tools.values())
+        return self._tool_sets[key]
+
+    def build_prompt(self, request: JudgeRequest, specs: tuple[ToolSpec, ...]) -> Prompt:
+        system = self.prompts.system_text(request.label_scores)
+        context = self.prompts.context_text(request)
+        digest = hashlib.sha256(
+            "\0".join((self.prompt_version, system, context)).encode("utf-8", "surrogatepass")
+        ).hexdigest()
+        return Prompt(system, context, specs, cache_key=f"judge-{digest[:32]}")
+
+    async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
+        tools, specs = self._tools(request.labels)
+        prompt = self.build_prompt(request, specs)
+        transcript = Transcript()
+        transcript.prompt(prompt, judge=self.name, prompt_version=self.prompt_version)
+        try:
+            outcome = await self.loop.run(request, prompt, tools, check, transcript)
+        except JudgeError as exc:
+            partial = getattr(exc, "partial", None)
+            if isinstance(partial, JudgeOutcome):
+                exc.partial = self._priced(partial)
+            raise
+        return self._priced(outcome)
+
+    def _priced(self, outcome: JudgeOutcome) -> LLMJudgeOutcome:
+        return LLMJudgeOutcome(
+            spans=outcome.spans,
+            turns=outcome.turns,
+            tool_calls=outcome.tool_calls,
+            usage=outcome.usage,
+            transcript=outcome.transcript,
+            cost_usd=self.prices.cost(self.name, outcome.usage),
+        )
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()
+
+
+def default_tools(settings: Settings) -> list[Tool]:
+    """view_tokens, search_trace, and the sandbox tools if installed; narrowed by llm_tools."""
+    tools: list[Tool] = [ViewTokensTool(settings.llm_view_max_tokens), SearchTraceTool()]
+    for module_name, class_name in OPTIONAL_TOOLS:
+        try:
+            tool_class = getattr(import_module(module_name), class_name)
+            tools.append(tool_class())
+        except (ImportError, AttributeError):
+            log.debug("%s.%s not available; the judge runs without it", module_name, class_name)
+    if settings.llm_tools is not None:
+        wanted = set(settings.llm_tools)
+        unknown = wanted - {tool.name for tool in tools}
+        if unknown:
+            raise InputError(
+                f"unknown or unavailable judge tools: {sorted(unknown)}", field="settings.llm_tools"
+            )
+        tools = [tool for tool in tools if tool.name in wanted]
+    return tools
+
+
+def _rate_limit(settings: Settings, spec: str, kind: str) -> tuple[float | None, float | None]:
+    limits = settings.llm_rate_limits
+    entry = limits.get(spec) or limits.get(kind) or limits.get("*") or {}
+    return entry.get("rpm"), entry.get("tpm")
+
+
+def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
+    """``anthropic:<model>`` or ``openai:<model>`` configured from the settings."""
+    if not model:
+        raise InputError(f"the {kind} judge needs a model: {kind}:<model>", field="options.judge")
+    spec = f"{kind}:{model}"
+    rpm, tpm = _rate_limit(settings, spec, kind)
+    provider: Provider
+    if kind == "anthropic":
+        base_url = settings.llm_anthropic_base_url
+        limiter = shared_limiter(kind, model, base_url or "", rpm, tpm)
+        provider = AnthropicProvider(
+            model,
+            limiter,
+            base_url=base_url,
+            max_retries=settings.llm_max_retries,
+            request_timeout_s=settings.llm_request_timeout_s,
+            max_connections=settings.llm_max_connections,
+            cache_ttl=settings.llm_cache_ttl,
+            temperature=settings.llm_temperature,
+        )
+    elif kind == "openai":
+        base_url = settings.llm_openai_base_url
+        limiter = shared_limiter(kind, model, base_url or "", rpm, tpm)
+        provider = OpenAIProvider(
+            model,
+            limiter,
+            base_url=base_url,
+            max_retries=settings.llm_max_retries,
+            request_timeout_s=settings.llm_request_timeout_s,
+            max_connections=settings.llm_max_connections,
+            send_prompt_cache_key=settings.llm_openai_prompt_cache_key,
+            max_tokens_field=settings.llm_openai_max_tokens_field,
+            temperature=settings.llm_temperature,
+        )
+    else:
+        raise InputError(f"unknown LLM provider {kind!r}", field="options.judge")
+    return LLMJudge(
+        provider,
+        tools=default_tools(settings),
+        prompts=PromptSet.load(settings.llm_prompt_version, settings.llm_prompts_dir),
+        config=LoopConfig(
+            max_tokens_per_call=settings.llm_max_tokens_per_call,
+            tool_timeout_s=settings.llm_tool_timeout_s,
+            max_idle_replies=settings.llm_max_idle_replies,
+            max_input_tokens=settings.llm_max_input_tokens,
+        ),
+        prices=PriceTable(settings.llm_prices, settings.llm_cache_ttl),
+    )

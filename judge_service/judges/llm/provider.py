@@ -1,0 +1,135 @@
+"""The one small interface the tool loop drives, and what every provider shares.
+
+A provider turns (prompt, history) into the next assistant turn. Around its
+SDK call this base class: waits for the per-provider-and-model rate limiter,
+bounds the call by the rollout's deadline, and lets the HTTP client observe
+every response (the SDK's internal retries included) so a ``retry-after`` or
+an exhausted rate-limit header pauses the limiter for everyone.
+
+Retries are the SDK's: ``max_retries`` and ``timeout`` are set once on the
+client and nothing here retries again. Two refinements keep them honest:
+a 400/413 is never retried by the SDKs (and a context-length error becomes
+`ContextLengthError` at once), and a server-directed wait longer than what is
+left of the rollout's deadline is not slept through: the hook marks the
+response ``x-should-retry: false`` and the rollout falls back immediately.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import httpx2
+
+from judge_service.errors import ProviderError
+from judge_service.judges.llm.conversation import AssistantTurn, Completion, Prompt, Turn
+from judge_service.judges.llm.ratelimit import (
+    PAUSE_STATUSES,
+    RateLimitedError,
+    RateLimiter,
+    retry_after_seconds,
+)
+
+# The deadline (time.monotonic) of the request being sent in this task, for the response hook.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "judge_llm_deadline", default=None
+)
+RETRIED_STATUSES = frozenset({408, 409, 429}) | PAUSE_STATUSES
+_CONTEXT_LENGTH = re.compile(
+    r"context[ _-]?(length|window)|prompt is too long|too many tokens|maximum context"
+    r"|input is too long|exceeds? the (model'?s )?max",
+    re.IGNORECASE,
+)
+
+
+class ContextLengthError(ProviderError):
+    """The request no longer fits the model's context window; never retried."""
+
+
+def is_context_length(status: int, text: str) -> bool:
+    return status in (400, 413) and bool(_CONTEXT_LENGTH.search(text))
+
+
+def estimate_tokens(prompt: Prompt, history: Sequence[Turn]) -> int:
+    """A rough input size (4 chars a token) for the tpm bucket; settled with real usage."""
+    chars = len(prompt.system) + len(prompt.context)
+    chars += sum(len(t.description) + 200 for t in prompt.tools)
+    for turn in history:
+        if isinstance(turn, AssistantTurn):
+            chars += len(turn.text) + sum(len(c.raw_arguments) + 40 for c in turn.tool_calls)
+        else:
+            chars += len(turn.text or "") + sum(len(o.content) + 40 for o in turn.tool_outputs)
+    return chars // 4 + 1
+
+
+def build_http_client(
+    client_class: type[httpx2.AsyncClient], limiter: RateLimiter, max_connections: int
+) -> httpx2.AsyncClient:
+    """The SDK's own default client class (its timeouts, keep-alive), plus our response hook."""
+
+    async def on_response(response: httpx2.Response) -> None:
+        limiter.observe(response.status_code, response.headers)
+        if response.status_code not in RETRIED_STATUSES:
+            return
+        wait = retry_after_seconds(response.headers)
+        deadline = _DEADLINE.get()
+        if wait is not None and deadline is not None and time.monotonic() + wait > deadline:
+            # The SDK would sleep `wait` and retry after this rollout is already past its
+            # deadline; fail now so the rollout falls back while the trainer still waits.
+            response.headers["x-should-retry"] = "false"
+
+    return client_class(
+        limits=httpx2.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        ),
+        event_hooks={"response": [on_response]},
+    )
+
+
+class Provider(ABC):
+    """One model behind one API. `name` is the judge spec, e.g. ``anthropic:claude-x``."""
+
+    kind: str
+
+    def __init__(self, model: str, limiter: RateLimiter, request_timeout_s: float) -> None:
+        self.model = model
+        self.limiter = limiter
+        self.request_timeout_s = request_timeout_s
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.model}"
+
+    async def complete(
+        self, prompt: Prompt, history: Sequence[Turn], *, max_tokens: int, deadline: float
+    ) -> Completion:
+        """The next assistant turn. Raises ProviderError (or a subclass) on failure."""
+        estimate = estimate_tokens(prompt, history)
+        await self.limiter.acquire(estimate + max_tokens, deadline)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RateLimitedError("no time left for the request after waiting for the limiter")
+        token = _DEADLINE.set(deadline)
+        try:
+            completion = await self._create(
+                prompt, history, max_tokens=max_tokens, timeout_s=min(self.request_timeout_s, left)
+            )
+        finally:
+            _DEADLINE.reset(token)
+        used = completion.usage
+        actual = used.input_tokens + used.cache_write_tokens + used.output_tokens
+        self.limiter.settle(actual - estimate - max_tokens)
+        return completion
+
+    @abstractmethod
+    async def _create(
+        self, prompt: Prompt, history: Sequence[Turn], *, max_tokens: int, timeout_s: float
+    ) -> Completion:
+        """Send one request through the SDK and parse the answer; map SDK errors."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Close the HTTP client."""

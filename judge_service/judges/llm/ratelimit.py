@@ -1,0 +1,269 @@
+"""Client-side rate limiting per provider and model: rpm and tpm buckets, server-directed pauses.
+
+Retries themselves belong to the SDKs (configured once, see `provider.py`).
+This limiter only spaces out *new* requests: it holds each caller until the
+request and token buckets allow it and until any pause a server asked for
+(``retry-after`` on a 429/503/529, or a rate-limit header saying nothing is
+left before a reset) has passed, so one rollout's 429 slows every rollout on
+that provider and model instead of each finding out by itself. A caller whose
+deadline comes before its turn fails at once with `RateLimitedError`.
+
+It uses no asyncio locks (each check-and-take runs between awaits, so it is
+atomic on one event loop), which also lets one limiter serve several loops.
+
+With Redis configured (`set_shared_backend`, called by ``serve`` and
+``worker``), limiters that have an rpm or tpm quota keep their buckets and
+pauses in Redis instead, one atomic script per check-and-take, so any number of
+API replicas and workers together respect one provider quota. If Redis stops
+answering, each process falls back to its own buckets until it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from judge_service.errors import ProviderError
+
+log = logging.getLogger(__name__)
+
+# A bucket holds this many seconds' worth of its per-minute rate: short bursts pass,
+# a whole minute's quota never leaves at once (providers enforce limits continuously).
+BURST_SECONDS = 10.0
+PAUSE_STATUSES = frozenset({429, 503, 529})
+
+
+class RateLimitedError(ProviderError):
+    """The provider's rate limit leaves no room before the rollout's deadline."""
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """``retry-after-ms``, else ``retry-after`` as seconds or an HTTP date; None if absent."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            return max(0.0, float(raw_ms) / 1000)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        parsed = email.utils.parsedate_tz(raw)
+        return None if parsed is None else max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _reset_seconds(value: str) -> float | None:
+    """OpenAI-style durations (``6m0s``, ``20ms``) or Anthropic RFC 3339 reset times."""
+    parts = _DURATION.findall(value)
+    if parts and "".join(n + u for n, u in parts) == value.strip():
+        return sum(float(n) * _UNIT[u] for n, u in parts)
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+class _Bucket:
+    def __init__(self, per_minute: float, now: float) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate * BURST_SECONDS)
+        self.level = self.capacity
+        self.stamp = now
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def wait_for(self, amount: float) -> float:
+        """Seconds until `amount` can be taken (a request bigger than the bucket needs it full)."""
+        need = min(amount, self.capacity)
+        return 0.0 if self.level >= need else (need - self.level) / self.rate
+
+
+class SharedBuckets(Protocol):
+    """Buckets shared across processes (`judge_service.store.buckets.RedisBuckets`)."""
+
+    async def take(self, name: str, demands: Sequence[tuple[str, float, float, float]]) -> float:
+        """Take (bucket, rate per s, capacity, amount) from every bucket of limiter `name`,
+        or from none: 0 when taken, else the seconds to wait (a pause included)."""
+        ...
+
+    async def adjust(
+        self, name: str, suffix: str, rate: float, capacity: float, delta: float
+    ) -> None: ...
+
+    async def pause(self, name: str, seconds: float) -> None: ...
+
+
+class RateLimiter:
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        shared: SharedBuckets | None = None,
+        name: str = "",
+    ) -> None:
+        self._clock = clock
+        now = clock()
+        self._requests = _Bucket(rpm, now) if rpm else None
+        self._tokens = _Bucket(tpm, now) if tpm else None
+        self.resume_at = 0.0  # no new request before this time (clock units)
+        self.shared = shared
+        self.name = name
+        self._background: set[asyncio.Task[None]] = set()
+        self._warned = False
+
+    def pause(self, seconds: float) -> None:
+        self.resume_at = max(self.resume_at, self._clock() + seconds)
+        if self.shared is not None:
+            self._in_background(self.shared.pause(self.name, seconds))
+
+    def _in_background(self, step: Coroutine[Any, Any, None]) -> None:
+        """Tell the shared buckets without making the (synchronous) caller wait."""
+        try:
+            task = asyncio.get_running_loop().create_task(self._quietly(step))
+        except RuntimeError:
+            step.close()
+            return
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _quietly(self, step: Coroutine[Any, Any, None]) -> None:
+        try:
+            await step
+        except Exception as exc:
+            self._shared_failed(exc)
+
+    def _shared_failed(self, exc: Exception) -> None:
+        if not self._warned:
+            log.warning("shared rate limit unavailable, using this process's buckets: %s", exc)
+            self._warned = True
+
+    def _demands(self, tokens: int) -> list[tuple[str, float, float, float]]:
+        demands = []
+        if self._requests is not None:
+            demands.append(("rpm", self._requests.rate, self._requests.capacity, 1.0))
+        if self._tokens is not None:
+            demands.append(("tpm", self._tokens.rate, self._tokens.capacity, float(tokens)))
+        return demands
+
+    def _wait(self, tokens: int) -> float:
+        now = self._clock()
+        wait = max(0.0, self.resume_at - now)
+        for bucket, amount in ((self._requests, 1.0), (self._tokens, float(tokens))):
+            if bucket is not None:
+                bucket.refill(now)
+                wait = max(wait, bucket.wait_for(amount))
+        return wait
+
+    async def acquire(self, tokens: int, deadline: float | None = None) -> None:
+        """Wait for room for one request of about `tokens` tokens, or fail if past `deadline`."""
+        if self.shared is not None:
+            try:
+                await self._acquire_shared(tokens, deadline)
+                return
+            except RateLimitedError:
+                raise
+            except Exception as exc:  # Redis away: this process's own buckets meanwhile
+                self._shared_failed(exc)
+        while (wait := self._wait(tokens)) > 0:
+            if deadline is not None and self._clock() + wait > deadline:
+                raise RateLimitedError(
+                    f"rate limited: the next request slot is {wait:.1f} s away, "
+                    "after this rollout's deadline"
+                )
+            await asyncio.sleep(wait)
+        if self._requests is not None:
+            self._requests.level -= 1.0
+        if self._tokens is not None:
+            self._tokens.level -= tokens
+
+    async def _acquire_shared(self, tokens: int, deadline: float | None) -> None:
+        assert self.shared is not None
+        while True:
+            wait = max(0.0, self.resume_at - self._clock())  # this process's own pause first
+            if wait == 0:
+                wait = await self.shared.take(self.name, self._demands(tokens))
+                if wait == 0:
+                    self._warned = False
+                    return
+            if deadline is not None and self._clock() + wait > deadline:
+                raise RateLimitedError(
+                    f"rate limited: the next request slot is {wait:.1f} s away, "
+                    "after this rollout's deadline"
+                )
+            await asyncio.sleep(wait)
+
+    def settle(self, extra_tokens: int) -> None:
+        """Correct the token bucket once the real usage is known (may go negative)."""
+        if self._tokens is not None:
+            self._tokens.level -= extra_tokens
+            if self.shared is not None and extra_tokens:
+                bucket = self._tokens
+                self._in_background(
+                    self.shared.adjust(self.name, "tpm", bucket.rate, bucket.capacity, extra_tokens)
+                )
+
+    def observe(self, status: int, headers: Mapping[str, str]) -> None:
+        """Learn from a response: ``retry-after`` on overload, exhausted rate-limit headers."""
+        if status in PAUSE_STATUSES:
+            wait = retry_after_seconds(headers)
+            if wait is not None:
+                self.pause(wait)
+        for remaining, reset in (
+            ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+            ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+        ):
+            if headers.get(remaining, "").strip() == "0" and reset in headers:
+                seconds = _reset_seconds(headers[reset])
+                if seconds is not None and math.isfinite(seconds):
+                    self.pause(min(seconds, 600.0))
+
+
+# One limiter per provider, model and endpoint in this process, shared by every Engine.
+_SHARED: dict[tuple[str, str, str, float | None, float | None], RateLimiter] = {}
+_BACKEND: SharedBuckets | None = None
+
+
+def set_shared_backend(backend: SharedBuckets | None) -> None:
+    """Keep quotas in `backend` (Redis) from now on, or in this process again (None)."""
+    global _BACKEND
+    _BACKEND = backend
+    _SHARED.clear()  # limiters built from here on pick the new backend
+
+
+def shared_limiter(
+    provider: str, model: str, base_url: str, rpm: float | None, tpm: float | None
+) -> RateLimiter:
+    key = (provider, model, base_url, rpm, tpm)
+    if key not in _SHARED:
+        # Only a limiter with a quota goes to Redis: without one there is nothing to share
+        # but pauses, not worth a round trip per request.
+        shared = _BACKEND if (rpm or tpm) else None
+        endpoint = hashlib.sha256(base_url.encode()).hexdigest()[:12]
+        name = f"{provider}:{model}:{endpoint}"
+        _SHARED[key] = RateLimiter(rpm, tpm, shared=shared, name=name)
+    return _SHARED[key]
+
+
+def reset_shared_limiters() -> None:
+    """Forget every shared limiter (tests; a config reload)."""
+    _SHARED.clear()

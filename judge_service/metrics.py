@@ -1,0 +1,71 @@
+"""Prometheus metrics of this process, served at ``GET /metrics``.
+
+Counted once, where each thing happens: results by judge and status, latency,
+judge tokens by kind (input, cache write, cache read, output), estimated cost,
+and span rejections.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from judge_service.schemas import Result
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+RESULTS = Counter(
+    "judge_results_total",
+    "Rollouts judged, by the judge that produced the spans and the result status.",
+    ["judge", "status"],
+    registry=REGISTRY,
+)
+LATENCY = Histogram(
+    "judge_rollout_latency_seconds",
+    "Wall time to judge one rollout (decode, judge, validate, credit).",
+    ["judge"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+    registry=REGISTRY,
+)
+TOKENS = Counter(
+    "judge_llm_tokens_total",
+    "Judge model tokens, by kind: input, cache_write, cache_read, output.",
+    ["judge", "kind"],
+    registry=REGISTRY,
+)
+COST = Counter(
+    "judge_llm_cost_usd_total",
+    "Estimated judge cost from the price table (priced models only).",
+    ["judge"],
+    registry=REGISTRY,
+)
+REJECTED = Counter(
+    "judge_rejected_spans_total",
+    "Spans the validation rejected (after the repair turn).",
+    ["judge"],
+    registry=REGISTRY,
+)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def observe(result: Result) -> None:
+    """Count one finished result."""
+    info = result.judge
+    name = info.name if info is not None else "none"
+    RESULTS.labels(name, result.status).inc()
+    if info is None:
+        return
+    LATENCY.labels(name).observe(info.latency_ms / 1000)
+    for kind in ("input", "cache_write", "cache_read", "output"):
+        value = getattr(info, f"{kind}_tokens")
+        if value:
+            TOKENS.labels(name, kind).inc(value)
+    if info.cost_usd:
+        COST.labels(name).inc(info.cost_usd)
+    if result.rejected_spans:
+        REJECTED.labels(name).inc(len(result.rejected_spans))
+
+
+def exposition() -> bytes:
+    return generate_latest(REGISTRY)

@@ -1,0 +1,72 @@
+"""The in-process store: a byte-bounded LRU of judgments and local token buckets."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+from judge_service.store.base import Store
+
+
+class LocalBucket:
+    """A token bucket in this process (the fallback when Redis is away, and the default)."""
+
+    def __init__(self, rate_per_s: float, capacity: float, now: float) -> None:
+        self.rate = rate_per_s
+        self.capacity = capacity
+        self.level = capacity
+        self.stamp = now
+
+    def take(self, now: float, amount: float = 1.0) -> float:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+        need = min(amount, self.capacity)
+        if self.level >= need:
+            self.level -= amount
+            return 0.0
+        return (need - self.level) / self.rate
+
+
+class LocalBuckets:
+    def __init__(self) -> None:
+        self._buckets: dict[str, LocalBucket] = {}
+
+    def take(self, bucket: str, rate_per_s: float, capacity: float) -> float:
+        now = time.monotonic()
+        state = self._buckets.get(bucket)
+        if state is None or state.rate != rate_per_s or state.capacity != capacity:
+            state = self._buckets[bucket] = LocalBucket(rate_per_s, capacity, now)
+        return state.take(now)
+
+
+class MemoryStore(Store):
+    kind = "memory"
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._judgments: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._bytes = 0
+        self._buckets = LocalBuckets()
+
+    async def ping(self) -> None:
+        return None
+
+    async def get_judgment(self, tenant: str, key: str) -> str | None:
+        data = self._judgments.get((tenant, key))
+        if data is not None:
+            self._judgments.move_to_end((tenant, key))
+        return data
+
+    async def put_judgment(self, tenant: str, key: str, data: str) -> bool:
+        if (tenant, key) in self._judgments:
+            return False
+        self._judgments[(tenant, key)] = data
+        self._bytes += len(data)
+        # Evict the least recently used until the cache fits again (the newest always stays).
+        while self._bytes > self.max_bytes and len(self._judgments) > 1:
+            _, old = self._judgments.popitem(last=False)
+            self._bytes -= len(old)
+        return True
+
+    async def take_tokens(self, bucket: str, rate_per_s: float, capacity: float) -> float:
+        return self._buckets.take(bucket, rate_per_s, capacity)

@@ -1,0 +1,109 @@
+"""The OpenAI Chat Completions wire format, with a simulation of automatic prefix caching.
+
+Cached tokens are the longest run of leading messages (tools first) that an
+earlier request already sent, counted only from 1,024 tokens and in steps of
+128, as OpenAI documents; reported in ``prompt_tokens_details.cached_tokens``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from typing import Any
+
+from tests.fakes.script import Fault, Reply, View
+
+PATH = "/v1/chat/completions"
+MIN_CACHED_TOKENS = 1024
+_TAG = re.compile(r"SCRIPT:([\w-]+)")
+
+
+def tokens(value: object) -> int:
+    return -(-len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
+class PrefixCache:
+    def __init__(self) -> None:
+        self.entries: set[str] = set()
+        self._lock = threading.Lock()
+
+    def cached(self, body: dict[str, Any]) -> tuple[int, int]:
+        """(prompt tokens, cached tokens) of one request."""
+        hasher = hashlib.sha256(json.dumps(body.get("tools", []), sort_keys=True).encode())
+        total = tokens(body.get("tools", []))
+        prefixes = [(total, hasher.hexdigest())]
+        for message in body["messages"]:
+            hasher.update(json.dumps(message, sort_keys=True).encode())
+            total += tokens(message)
+            prefixes.append((total, hasher.hexdigest()))
+        with self._lock:
+            hit = max((n for n, h in prefixes if h in self.entries), default=0)
+            self.entries.update(h for _, h in prefixes)
+        cached = hit // 128 * 128 if hit >= MIN_CACHED_TOKENS else 0
+        return total, cached
+
+
+class OpenAIWire:
+    path = PATH
+
+    def __init__(self) -> None:
+        self.cache = PrefixCache()
+
+    def script_key(self, body: dict[str, Any]) -> str | None:
+        for message in body["messages"]:
+            if message["role"] == "user" and isinstance(message.get("content"), str):
+                match = _TAG.search(message["content"])
+                return match.group(1) if match else None
+        return None
+
+    def view(self, body: dict[str, Any], attempt: int) -> View:
+        messages = body["messages"]
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        results: list[str] = []
+        for message in reversed(messages):
+            if message["role"] != "tool":
+                break
+            results.insert(0, message["content"])
+        return View(turn, attempt, tuple(results), body)
+
+    def reply(self, reply: Reply, key: str, turn: int, body: dict[str, Any]) -> dict[str, Any]:
+        calls = [
+            {
+                "id": f"call_{key}_{turn}_{index}",
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": c.raw if c.raw is not None else json.dumps(c.arguments),
+                },
+            }
+            for index, c in enumerate(reply.calls)
+        ]
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if calls:
+            message["tool_calls"] = calls
+        prompt, cached = self.cache.cached(body)
+        return {
+            "id": f"chatcmpl-{key}-{turn}",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": reply.output_tokens,
+                "total_tokens": prompt + reply.output_tokens,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        }
+
+    def fault(self, fault: Fault) -> dict[str, Any]:
+        kind = "invalid_request_error" if fault.status == 400 else "server_error"
+        if fault.status == 429:
+            kind = "rate_limit_exceeded"
+        return {
+            "error": {"message": fault.message, "type": kind, "param": None, "code": fault.code}
+        }

@@ -1,0 +1,140 @@
+"""A loopback HTTP server (a thread running `http.server`) playing scripts in one wire format."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+from tests.fakes.anthropic_wire import AnthropicWire
+from tests.fakes.openai_wire import OpenAIWire
+from tests.fakes.script import Fault, Hang, Reply, ScriptBook, View
+
+
+class Wire(Protocol):
+    path: str
+
+    def script_key(self, body: dict[str, Any]) -> str | None: ...
+    def view(self, body: dict[str, Any], attempt: int) -> View: ...
+    def reply(self, reply: Reply, key: str, turn: int, body: dict[str, Any]) -> dict[str, Any]: ...
+    def fault(self, fault: Fault) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as it arrived: the raw bytes and their parse, the script and turn it hit."""
+
+    raw: bytes
+    body: dict[str, Any]
+    headers: dict[str, str]
+    script: str | None
+    turn: int
+    attempt: int
+    status: int
+    response: dict[str, Any]
+
+
+class FakeProviderServer:
+    def __init__(self, wire: Wire, *, delay_s: float = 0.0) -> None:
+        self.wire = wire
+        self.book = ScriptBook()
+        self.delay_s = delay_s  # added to every answer (the bench's 200 ms provider)
+        self.requests: list[Recorded] = []
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> FakeProviderServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()  # releases hung handlers
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeProviderServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def requests_for(self, script: str) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.script == script]
+
+    def _answer(self, raw: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        body = json.loads(raw)
+        key = self.wire.script_key(body)
+        if key is None or key not in self.book.scripts:
+            status, extra, payload = (
+                404,
+                {},
+                self.wire.fault(Fault(404, message=f"no script {key}")),
+            )
+            turn = attempt = -1
+        else:
+            turn = self.wire.view(body, 0).turn
+            attempt = self.book.next_attempt(key, turn)
+            view = self.wire.view(body, attempt)
+            action = self.book.scripts[key].action(view)
+            if isinstance(action, Hang):
+                self.stopping.wait(action.seconds)
+                action = Reply(text="(answered after hanging)")
+            if isinstance(action, Fault):
+                status, extra, payload = action.status, action.headers, self.wire.fault(action)
+            else:
+                status, extra, payload = 200, {}, self.wire.reply(action, key, turn, body)
+        with self._lock:
+            self.requests.append(Recorded(raw, body, headers, key, turn, attempt, status, payload))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return status, extra, json.dumps(payload).encode()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' pools expect
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+                if self.path != server.wire.path:
+                    status, extra, data = 404, {}, b'{"error": "no such path"}'
+                else:
+                    status, extra, data = server._answer(raw, dict(self.headers.items()))
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for name, value in extra.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a hang past its deadline)
+
+        return Handler
+
+
+def anthropic_server(delay_s: float = 0.0) -> FakeProviderServer:
+    return FakeProviderServer(AnthropicWire(), delay_s=delay_s)
+
+
+def openai_server(delay_s: float = 0.0) -> FakeProviderServer:
+    return FakeProviderServer(OpenAIWire(), delay_s=delay_s)

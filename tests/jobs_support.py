@@ -1,0 +1,57 @@
+"""Scripted LLM rollouts for the job tests and the bench: one script (one judge session)
+per rollout, so the scripted provider can count sessions per rollout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.fakes import FakeProviderServer, call, submit
+from tests.fakes.harness import encode, valid_spans
+
+MODEL = "anthropic:claude-test"
+
+
+def add_sessions(
+    server: FakeProviderServer, bpe: LoadedTokenizer, bpe_dir: Path, keys: list[str]
+) -> list[dict[str, Any]]:
+    """A rollout per key (wire form), each with its own two-turn script: view, then submit."""
+    ids = encode(bpe)
+    spans = valid_spans(bpe.decode(ids))
+    rollouts = []
+    for key in keys:
+        server.book.add(key, call("view_tokens", start=0, end=16), submit(spans))
+        rollouts.append(
+            {
+                "id": key,
+                "group_id": "g",
+                "problem": f"Compute 17 × 24. SCRIPT:{key}",
+                "response_token_ids": ids,
+                "tokenizer": str(bpe_dir),
+                "reward": 1.0,
+                "final_answer": "408",
+                "reference_answer": "408",
+            }
+        )
+    return rollouts
+
+
+def sessions(server: FakeProviderServer) -> dict[str, int]:
+    """Judge sessions per script: requests for a session's first turn (SDK retries of a
+    failed request would count twice; the scripts here never fail)."""
+    counts: dict[str, int] = {}
+    for request in list(server.requests):
+        if request.script is not None and request.turn == 0:
+            counts[request.script] = counts.get(request.script, 0) + 1
+    return counts
+
+
+def worker_settings(server: FakeProviderServer, **extra: Any) -> dict[str, Any]:
+    """Settings (as keyword arguments) for an engine judging with the scripted provider."""
+    return {
+        "llm_anthropic_base_url": server.url,
+        "llm_tools": "view_tokens,search_trace",
+        "llm_request_timeout_s": 5.0,
+        **extra,
+    }

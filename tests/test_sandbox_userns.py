@@ -1,0 +1,94 @@
+"""The OS layer for a service that does not run as root: a user namespace.
+
+The tests run as root, so they start ``python -m sandbox`` as uid 65534
+through ``setpriv``; the sandbox then has no privileges of its own and must
+build its namespaces inside a user namespace.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _site_packages() -> list[str]:
+    return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+
+
+def _env() -> dict[str, str]:
+    return {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": os.pathsep.join([str(REPO), *_site_packages()]),
+    }
+
+
+def _interpreter_for_nobody() -> str | None:
+    """A Python of this ABI that uid 65534 can run with our site-packages, if any."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [os.path.realpath(sys.executable), f"/usr/bin/python{version}"]
+    # It must also be able to start itself again (the zygotes are its children).
+    probe = (
+        "import subprocess, sys, RestrictedPython, sympy, sandbox\n"
+        "subprocess.run([sys.executable, '-c', 'import sympy'], check=True)"
+    )
+    for candidate in dict.fromkeys(candidates):
+        if not os.path.exists(candidate):
+            continue
+        done = subprocess.run(
+            [*NOBODY, candidate, "-c", probe], env=_env(), capture_output=True, timeout=120
+        )
+        if done.returncode == 0:
+            return candidate
+    return None
+
+
+INTERPRETER = _interpreter_for_nobody()
+pytestmark = pytest.mark.skipif(
+    INTERPRETER is None, reason="needs root, setpriv and a Python that uid 65534 can run"
+)
+
+
+def _run_as_nobody(code: str) -> dict[str, object]:
+    assert INTERPRETER is not None
+    done = subprocess.run(
+        [*NOBODY, INTERPRETER, "-m", "sandbox", "--status", "--timeout", "5"],
+        input=code,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=180,
+    )
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_unprivileged_service_builds_the_os_layer_in_a_user_namespace() -> None:
+    probe = "(__import__('os').getuid(), __import__('os').listdir('/'))"
+    code = f"import sympy\nsympy.sympify({probe!r})"
+    result = _run_as_nobody(code)
+    status = result["isolation"]
+    assert isinstance(status, dict)
+    assert status["mode"] == "userns" and status["isolated"] is True, status
+    assert isinstance(result["value"], str)
+    uid, listing = ast.literal_eval(result["value"])
+    assert uid == 65534
+    assert not {"etc", "home", "proc", "root"} & set(listing)
+
+
+def test_unprivileged_children_hold_no_capabilities() -> None:
+    code = "import sympy\nsympy.sympify(\"__import__('os').chroot('/tmp')\")"
+    result = _run_as_nobody(code)
+    assert result["kind"] == "runtime" and "Operation not permitted" in str(result["message"])
