@@ -11,33 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
-import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from judge_service import credit as credit_mod
+from judge_service import metrics
 from judge_service.config import Settings
 from judge_service.credit import FloatArray
 from judge_service.errors import InputError, JudgeError, LimitError
 from judge_service.judges.base import (
     Judge,
-    JudgeLimits,
     JudgeOutcome,
     JudgeRequest,
-    SpanCheck,
 )
 from judge_service.judges.registry import build_judge
-from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.judges.zero import ZERO_JUDGE
+from judge_service.resolve import Resolved, cache_key, resolve
 from judge_service.schemas import (
     BatchResponse,
     BatchStats,
-    CreditEncoding,
     JudgeInfo,
     Options,
     RejectedSpan,
@@ -54,78 +49,6 @@ from judge_service.trace.tokenizer import TokenizerCache
 from judge_service.validate import ValidationReport, validate_spans
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """Options with the server's defaults filled in and its limits applied."""
-
-    judge: str
-    lam: float
-    kappa: float
-    min_confidence: float
-    label_scores: Mapping[str, float]
-    encoding: CreditEncoding
-    limits: JudgeLimits
-    use_cache: bool
-    include_transcript: bool
-    fallback: str
-
-    def cache_fields(self) -> dict[str, Any]:
-        return {
-            "judge": self.judge,
-            "lambda": self.lam,
-            "kappa": self.kappa,
-            "min_confidence": self.min_confidence,
-            "label_scores": dict(sorted(self.label_scores.items())),
-        }
-
-
-def resolve(options: Options, settings: Settings) -> Resolved:
-    defaults = JudgeLimits()
-    return Resolved(
-        judge=options.judge or settings.default_judge,
-        lam=settings.default_lambda if options.lambda_ is None else options.lambda_,
-        kappa=settings.default_kappa if options.kappa is None else options.kappa,
-        min_confidence=(
-            settings.default_min_confidence
-            if options.min_confidence is None
-            else options.min_confidence
-        ),
-        label_scores=options.label_scores or dict(DEFAULT_LABEL_SCORES),
-        encoding=options.credit_encoding,
-        limits=JudgeLimits(
-            max_turns=options.max_turns or defaults.max_turns,
-            max_tool_calls=(
-                defaults.max_tool_calls
-                if options.max_tool_calls is None
-                else options.max_tool_calls
-            ),
-            deadline_s=options.deadline_s or defaults.deadline_s,
-        ),
-        use_cache=options.use_cache,
-        include_transcript=options.include_transcript,
-        fallback=options.fallback,
-    )
-
-
-def cache_key(rollout: Rollout, tokenizer: str, judge: Judge, resolved: Resolved) -> str:
-    """Content address of a judgment: what the judge saw, which judge, and the credit knobs."""
-    ids = np.asarray(rollout.response_token_ids, np.int64).tobytes()
-    material = {
-        "ids": hashlib.sha256(ids).hexdigest(),
-        "tokenizer": tokenizer,
-        "problem": rollout.problem,
-        "final_answer": rollout.final_answer,
-        "reference_answer": rollout.reference_answer,
-        "reference_solution": rollout.reference_solution,
-        "reward": rollout.reward,
-        "judge_name": judge.name,
-        "prompt_version": judge.prompt_version,
-        **resolved.cache_fields(),
-    }
-    blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
-    return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
 class Engine:
@@ -210,7 +133,9 @@ class Engine:
             if resolved.use_cache:
                 stored, cache_state = await self.cache.lookup(self.tenant, key)
                 if stored is not None:
-                    return rebuild(stored, rollout.id, resolved.encoding, advantage, began)
+                    hit = rebuild(stored, rollout.id, resolved.encoding, advantage, began)
+                    metrics.observe(hit[0])
+                    return hit
             else:
                 cache_state = "bypass"
         final_answer = rollout.final_answer
@@ -266,6 +191,7 @@ class Engine:
         if self.cache is not None and cache_state == "miss":
             cache_state = await self.cache.save(self.tenant, key, result, values)
         result.cache = cache_state
+        metrics.observe(result)
         return result, values
 
     async def _fall_back(
@@ -274,7 +200,7 @@ class Engine:
         if resolved.fallback == "rules":
             rules = self.judge_for("rules")
             return rules, await rules.judge(request, check)
-        return _ZERO, JudgeOutcome(spans=[], turns=0)
+        return ZERO_JUDGE, JudgeOutcome(spans=[], turns=0)
 
     def _result(
         self,
@@ -371,7 +297,9 @@ class Engine:
         except Exception as exc:
             log.exception("rollout %s failed", rollout.id)
             error = f"internal: {type(exc).__name__}: {exc}"
-        return Result(id=rollout.id, status="failed", error=error), None
+        failed = Result(id=rollout.id, status="failed", error=error)
+        metrics.observe(failed)
+        return failed, None
 
 
 def batch_stats(
@@ -401,19 +329,6 @@ def batch_stats(
         counts=counts,
         latency_ms=round((time.perf_counter() - began) * 1000),
     )
-
-
-class ZeroJudge(Judge):
-    """The ``zero`` fallback: no spans, so zero credit; the outcome advantage stands alone."""
-
-    name = "zero"
-    prompt_version = "none"
-
-    async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
-        return JudgeOutcome(spans=[], turns=0)
-
-
-_ZERO = ZeroJudge()
 
 
 def _with_spent(outcome: JudgeOutcome, partial: object) -> JudgeOutcome:

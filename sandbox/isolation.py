@@ -10,7 +10,7 @@ session, a non-root uid with no capabilities and ``no_new_privs``) and then
 `set_limits` (CPU, address space, file size, open files, processes, no core)
 before it runs untrusted code.
 
-As root the zygote uses the namespaces directly and children become uid 65534;
+As root the zygote uses the namespaces directly and each child becomes a uid of its own;
 as another user it first enters a user namespace, where children keep that
 user's (non-root) uid and lose every capability. Where none of this is allowed
 (e.g. a container without CAP_SYS_ADMIN or user namespaces) the report says
@@ -61,8 +61,22 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 
-SANDBOX_UID = 65534
+SANDBOX_UID = 65534  # the one uid a user namespace maps (non-root service)
 SANDBOX_GID = 65534
+# As root, every call runs as a uid of its own drawn from this range (no passwd entry,
+# no files on the host): RLIMIT_NPROC then counts only that call's processes, not
+# every sandbox on the machine, and one call's processes cannot signal another's.
+CALL_UID_BASE = 1 << 30
+CALL_UID_SPAN = 1 << 24
+
+
+def is_sandbox_uid(uid: int) -> bool:
+    return uid == SANDBOX_UID or CALL_UID_BASE <= uid < CALL_UID_BASE + CALL_UID_SPAN
+
+
+def call_uid() -> int:
+    return CALL_UID_BASE + int.from_bytes(os.urandom(3), "little") % CALL_UID_SPAN
+
 
 _CAPSET_SYSCALL = {"x86_64": 126, "aarch64": 91}
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -323,9 +337,10 @@ def confine(mode: Mode, filesystem: bool, tmp_bytes: int = 16 << 20) -> None:
     if privileged:
         _drop_bounding_set()
     if os.geteuid() == 0:
+        uid = call_uid() if mode == "root" else SANDBOX_UID
         os.setgroups([])
-        os.setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID)
-        os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
     if privileged:
         _clear_capabilities()
     prctl(PR_SET_NO_NEW_PRIVS, 1)

@@ -181,3 +181,18 @@ def test_credit_endpoint(client: httpx.Client) -> None:
     reasons = " ".join(r["reason"] for r in data["rejected_spans"])
     assert "overlaps" in reasons and "out of range" in reasons
     assert data["advantage"][0] == {"start": 0, "end": 4, "value": -0.5}
+
+
+def test_metrics_count_results(client: httpx.Client, bpe: Any) -> None:
+    def ok_count() -> float:
+        text = client.get("/metrics").text
+        for line in text.splitlines():
+            if line.startswith('judge_results_total{judge="rules",status="ok"}'):
+                return float(line.split()[-1])
+        return 0.0
+
+    before = ok_count()
+    body = {"rollout": _rollout(bpe, WRONG, reference_answer="408")}
+    assert client.post("/v1/judge", json=body).status_code == 200
+    assert ok_count() == before + 1
+    assert "judge_rollout_latency_seconds_bucket" in client.get("/metrics").text

@@ -17,6 +17,7 @@ import pytest
 
 import sandbox
 from sandbox import RunResult, Sandbox
+from sandbox.isolation import is_sandbox_uid
 from sandbox.protocol import FrameError, FrameTimeout, read_frame, write_frame
 
 REPO = Path(__file__).resolve().parent.parent
@@ -174,7 +175,7 @@ def _waiting_children(zygote: int) -> list[int]:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if (
             int(fields["PPid"]) == zygote
-            and int(fields["Uid"].split()[0]) == 65534
+            and is_sandbox_uid(int(fields["Uid"].split()[0]))
             and not fields["State"].strip().startswith("Z")
         ):
             children.append(int(entry))

@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from judge_service.probe.stats import (
     SlopeData,
     auroc,
@@ -220,7 +218,3 @@ def _count(items: Any) -> dict[str, int]:
     for item in items:
         counts[item] += 1
     return dict(counts)
-
-
-def mean_or_none(values: Sequence[float]) -> float | None:
-    return _finite(float(np.mean(values))) if len(values) else None

@@ -168,7 +168,8 @@ class LMScorer:
         rows = len(group.members)
         saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         if rows > 1:
-            # The cache holds one row; give each suffix row a view of it (no copy).
+            # The cache holds one row; each suffix row gets a view of it. The pass's
+            # concatenation materializes B rows of the prefix (B times the cache, briefly).
             for layer in cache.layers:
                 saved.append((layer.keys, layer.values))
                 layer.keys = layer.keys.expand(rows, -1, -1, -1)

@@ -23,6 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+# Imported here, in the importing thread: transformers' lazy attribute loading is not
+# thread-safe, and tokenizers are first loaded from worker threads.
+from transformers import AutoTokenizer
+
 from judge_service.errors import TokenIdError, TokenizerError
 from judge_service.trace.decode import Trace
 
@@ -208,8 +212,6 @@ class TokenizerCache:
                 f"tokenizer {name!r} is not allowed on this server (JUDGE_ALLOWED_TOKENIZERS)",
                 field=field,
             )
-        from transformers import AutoTokenizer
-
         try:
             hf = AutoTokenizer.from_pretrained(
                 str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name,

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from judge_service import credit as credit_mod
 from judge_service.api.deps import SettingsDep
 from judge_service.errors import InputError
-from judge_service.pipeline import resolve
+from judge_service.resolve import resolve
 from judge_service.schemas import (
     ERROR_RESPONSES,
     CreditRequestBody,

@@ -6,9 +6,10 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 import sandbox
+from judge_service import metrics
 from judge_service.jobs.inprocess import InProcessWorker
 from judge_service.jobs.model import JobStore
 from judge_service.pipeline import Engine
@@ -58,3 +59,9 @@ async def readyz(request: Request) -> JSONResponse:
         workers["separate"] = len(await jobs.live_workers(15.0))
     checks["workers"] = workers
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", operation_id="metrics", response_class=Response)
+async def metrics_endpoint() -> Response:
+    """Prometheus metrics of this process (results, latency, judge tokens, cost, rejections)."""
+    return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)

@@ -1,0 +1,88 @@
+"""A request's options resolved against the server's settings, and the cache key they give."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from judge_service.config import Settings
+from judge_service.judges.base import Judge, JudgeLimits
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.schemas import CreditEncoding, Options, Rollout
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Options with the server's defaults filled in and its limits applied."""
+
+    judge: str
+    lam: float
+    kappa: float
+    min_confidence: float
+    label_scores: Mapping[str, float]
+    encoding: CreditEncoding
+    limits: JudgeLimits
+    use_cache: bool
+    include_transcript: bool
+    fallback: str
+
+    def cache_fields(self) -> dict[str, Any]:
+        return {
+            "judge": self.judge,
+            "lambda": self.lam,
+            "kappa": self.kappa,
+            "min_confidence": self.min_confidence,
+            "label_scores": dict(sorted(self.label_scores.items())),
+        }
+
+
+def resolve(options: Options, settings: Settings) -> Resolved:
+    defaults = JudgeLimits()
+    return Resolved(
+        judge=options.judge or settings.default_judge,
+        lam=settings.default_lambda if options.lambda_ is None else options.lambda_,
+        kappa=settings.default_kappa if options.kappa is None else options.kappa,
+        min_confidence=(
+            settings.default_min_confidence
+            if options.min_confidence is None
+            else options.min_confidence
+        ),
+        label_scores=options.label_scores or dict(DEFAULT_LABEL_SCORES),
+        encoding=options.credit_encoding,
+        limits=JudgeLimits(
+            max_turns=options.max_turns or defaults.max_turns,
+            max_tool_calls=(
+                defaults.max_tool_calls
+                if options.max_tool_calls is None
+                else options.max_tool_calls
+            ),
+            deadline_s=options.deadline_s or defaults.deadline_s,
+        ),
+        use_cache=options.use_cache,
+        include_transcript=options.include_transcript,
+        fallback=options.fallback,
+    )
+
+
+def cache_key(rollout: Rollout, tokenizer: str, judge: Judge, resolved: Resolved) -> str:
+    """Content address of a judgment: what the judge saw, which judge, and the credit knobs."""
+    ids = np.asarray(rollout.response_token_ids, np.int64).tobytes()
+    material = {
+        "ids": hashlib.sha256(ids).hexdigest(),
+        "tokenizer": tokenizer,
+        "problem": rollout.problem,
+        "final_answer": rollout.final_answer,
+        "reference_answer": rollout.reference_answer,
+        "reference_solution": rollout.reference_solution,
+        "reward": rollout.reward,
+        "judge_name": judge.name,
+        "prompt_version": judge.prompt_version,
+        **resolved.cache_fields(),
+    }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
