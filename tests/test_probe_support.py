@@ -6,9 +6,8 @@ module shares one SmolLM2 and one tiny model directory.
 
 from __future__ import annotations
 
-import os
-
 import functools
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
