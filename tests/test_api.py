@@ -196,3 +196,20 @@ def test_metrics_count_results(client: httpx.Client, bpe: Any) -> None:
     assert client.post("/v1/judge", json=body).status_code == 200
     assert ok_count() == before + 1
     assert "judge_rollout_latency_seconds_bucket" in client.get("/metrics").text
+
+
+def test_a_stored_judgment_and_its_html_view(client: httpx.Client, bpe: Any) -> None:
+    text = "17 × 24 = 418.\nSo the total is 418 <script>x</script>.\n\\boxed{418}"
+    result = client.post(
+        "/v1/judge", json={"rollout": _rollout(bpe, text, reference_answer="408")}
+    ).json()
+    key = result["cache_key"]
+    stored = client.get(f"/v1/judgments/{key}").json()
+    assert stored["spans"] == result["spans"] and stored["credit"] == result["credit"]
+    page = client.get(f"/v1/judgments/{key}/view")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert "418 &lt;script&gt;x&lt;/script&gt;" in html and "<script" not in html
+    assert "invalid" in html and "<rect" in html
+    assert client.get("/v1/judgments/sha256:" + "0" * 64 + "/view").status_code == 404
+    assert client.get("/v1/judgments/nope/view").json()["field"] == "key"

@@ -6,11 +6,14 @@ import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
+from fastapi.responses import HTMLResponse
 
 from judge_service.api.deps import StoreDep, TenantDep
+from judge_service.api.render import judgment_html
 from judge_service.errors import InputError
 from judge_service.jobs.service import NotFoundError
 from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Result
+from judge_service.store import Store
 from judge_service.store.cache import as_encoded
 
 router = APIRouter(prefix="/v1/judgments", tags=["judgments"])
@@ -34,9 +37,29 @@ async def get_judgment(
 ) -> Result:
     """The judgment stored under a result's ``cache_key``, as it was first judged (its
     usage included). Only ``ok`` results are stored; ``use_cache: false`` stores nothing."""
+    return as_encoded(await _stored(store, tenant, key), credit_encoding)
+
+
+@router.get(
+    "/{key}/view",
+    operation_id="view_judgment",
+    response_class=HTMLResponse,
+    responses=RESPONSES,
+)
+async def view_judgment(
+    key: Annotated[str, Path(max_length=80)], store: StoreDep, tenant: TenantDep
+) -> HTMLResponse:
+    """The stored judgment as an HTML page: its spans painted over the response, each with
+    its label, score, confidence and quoted evidence, and every rejected span with its
+    reason."""
+    result = as_encoded(await _stored(store, tenant, key), "spans")
+    return HTMLResponse(judgment_html(key, result))
+
+
+async def _stored(store: Store, tenant: str, key: str) -> str:
     if not _KEY.fullmatch(key):
         raise InputError("a cache key looks like sha256:<64 hex digits>", field="key")
     data = await store.get_judgment(tenant, key)
     if data is None:
         raise NotFoundError(f"no stored judgment {key}", field="key")
-    return as_encoded(data, credit_encoding)
+    return data
