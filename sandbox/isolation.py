@@ -31,6 +31,7 @@ import resource
 import signal
 import socket
 import struct
+import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -60,6 +61,8 @@ PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+SCRATCH_FALLBACK = "/scratch"
 
 SANDBOX_UID = 65534  # the one uid a user namespace maps (non-root service)
 SANDBOX_GID = 65534
@@ -250,8 +253,9 @@ def _build_root(exposed: list[str]) -> None:
         # /dev/null is opened before the chroot; the others are a convenience.
         with contextlib.suppress(OSError):
             _expose(root, device)
-    os.makedirs(root + "/tmp", exist_ok=True)
-    os.chmod(root + "/tmp", 0o1777)
+    for scratch in ("/tmp", SCRATCH_FALLBACK):
+        os.makedirs(root + scratch, exist_ok=True)
+        os.chmod(root + scratch, 0o1777)
     mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
     os.chdir(root)
     os.chroot(".")
@@ -327,9 +331,14 @@ def confine(mode: Mode, filesystem: bool, tmp_bytes: int = 16 << 20) -> None:
     """Confine the calling (freshly forked) process; `set_limits` follows before untrusted code."""
     if filesystem:
         unshare(CLONE_NEWNS)
+        # A private tmpfs on /tmp would hide the Python installation when it lives
+        # under /tmp (a checkout or virtualenv there): then the scratch space moves.
+        scratch = SCRATCH_FALLBACK if os.listdir("/tmp") else "/tmp"
         options = f"size={tmp_bytes},nr_inodes=1024,mode=1777"
-        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, options)
-        os.chdir("/tmp")
+        mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, options)
+        os.environ["TMPDIR"] = scratch
+        tempfile.tempdir = scratch
+        os.chdir(scratch)
     else:
         os.chdir("/")
     os.setsid()
@@ -360,7 +369,8 @@ def probe_child(filesystem: bool) -> int:
     bits = 0
     if os.getppid() == 0:  # the parent lives outside this PID namespace
         bits |= 1
-    if filesystem and not _can_create("/sandbox-probe") and _can_create("/tmp/sandbox-probe"):
+    scratch = os.path.join(tempfile.gettempdir(), "sandbox-probe")
+    if filesystem and not _can_create("/sandbox-probe") and _can_create(scratch):
         bits |= 2
     if os.geteuid() != 0 and os.getuid() != 0:
         bits |= 4

@@ -125,10 +125,16 @@ def test_each_call_starts_fresh(box: Sandbox) -> None:
 
 
 def test_each_call_gets_an_empty_private_tmp(box: Sandbox) -> None:
+    # The private scratch space is TMPDIR: /tmp, or /scratch when the Python
+    # installation itself lives under /tmp (a checkout there) and must stay visible.
+    where = "__import__('tempfile').gettempdir()"
     write = (
-        "import sympy\nsympy.sympify(\"__import__('builtins').open('/tmp/note', 'w').write('hi')\")"
+        "import sympy\nsympy.sympify(\"__import__('builtins').open("
+        f"{where} + '/note', 'w').write('hi')\")"
     )
-    listing = "import sympy\nsympy.sympify(\"__import__('os').listdir('/tmp')\")"
+    listing = f"import sympy\nsympy.sympify(\"__import__('os').listdir({where})\")"
+    scratch = f"import sympy\nsympy.sympify(\"{where}\")"
+    assert box.run(scratch).value in ("'/tmp'", "'/scratch'")
     assert box.run(write).value == "2"
     assert box.run(listing).value == "[]"
 
