@@ -192,8 +192,10 @@ def test_a_waiting_child_killed_from_outside_costs_nothing() -> None:
     with Sandbox(pool_size=1, timeout_s=2.0) as one:
         assert one.run("1").ok
         (zygote,) = one.pool.pids()
+        # Right after a call, the finished child may still be on its way out while the
+        # next one is already forked: wait until the one forked ahead is alone.
         deadline = time.monotonic() + 5
-        while not (waiting := _waiting_children(zygote)) and time.monotonic() < deadline:
+        while len(waiting := _waiting_children(zygote)) != 1 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(waiting) == 1
         os.kill(waiting[0], signal.SIGKILL)
