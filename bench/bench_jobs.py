@@ -150,9 +150,6 @@ def main() -> None:
 
     bpe = Cache().get(str(tokenizer_dir))
     server: FakeProviderServer = anthropic_server(delay_s=DELAY_S)
-    # http.server writes headers and body in separate sends; without TCP_NODELAY, Nagle's
-    # algorithm and delayed ACKs add ~40 ms to every call, on top of the scripted 200 ms.
-    server._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # type: ignore[attr-defined]
     server.start()
     keys = [f"bench-{i}" for i in range(args.rollouts)]
     rollouts = add_sessions(server, bpe, tokenizer_dir, keys)
