@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from judge_service.errors import InputError
 from judge_service.validate import Span
 
 Encoding = Literal["dense", "spans", "base64-f32"]
@@ -81,6 +82,20 @@ def group_advantages(
             members = totals[group]
             result.append(reward - sum(members) / len(members))
     return result
+
+
+def advantage_in_group(
+    reward: float | None, group_rewards: Sequence[float] | None, *, reward_field: str
+) -> float | None:
+    """One rollout's Dr. GRPO advantage from its group's rewards (its own included);
+    None without a group. Raises InputError naming the field that is missing."""
+    if group_rewards is None:
+        return None
+    if not group_rewards:
+        raise InputError("group_rewards must not be empty", field="group_rewards")
+    if reward is None:
+        raise InputError("group_rewards needs the rollout's reward", field=reward_field)
+    return reward - sum(group_rewards) / len(group_rewards)
 
 
 def judge_share(credits: Iterable[FloatArray], advantages: Iterable[float | None]) -> float | None:

@@ -213,3 +213,14 @@ def test_a_stored_judgment_and_its_html_view(client: httpx.Client, bpe: Any) -> 
     assert "invalid" in html and "<rect" in html
     assert client.get("/v1/judgments/sha256:" + "0" * 64 + "/view").status_code == 404
     assert client.get("/v1/judgments/nope/view").json()["field"] == "key"
+
+
+def test_group_rewards_without_a_reward_names_the_field(client: httpx.Client, bpe: Any) -> None:
+    response = client.post(
+        "/v1/judge", json={"rollout": _rollout(bpe, WRONG), "group_rewards": [1.0, 0.0]}
+    )
+    assert response.status_code == 422 and response.json()["field"] == "rollout.reward"
+    empty = client.post(
+        "/v1/credit", json={"num_tokens": 3, "spans": [], "reward": 1.0, "group_rewards": []}
+    )
+    assert empty.status_code == 422 and empty.json()["field"] == "group_rewards"

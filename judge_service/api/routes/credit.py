@@ -47,12 +47,8 @@ async def compute_credit(body: CreditRequestBody, settings: SettingsDep) -> Cred
         kappa=resolved.kappa,
         min_confidence=resolved.min_confidence,
     )
-    advantage = None
-    if body.group_rewards is not None:
-        if body.reward is None or not body.group_rewards:
-            raise InputError("group_rewards needs reward and at least one entry", field="reward")
-        base = body.reward - sum(body.group_rewards) / len(body.group_rewards)
-        advantage = credit_mod.encode(credit.values + base, resolved.encoding)
+    base = credit_mod.advantage_in_group(body.reward, body.group_rewards, reward_field="reward")
+    advantage = None if base is None else credit_mod.encode(credit.values + base, resolved.encoding)
     return CreditResponse(
         credit=credit_mod.encode(credit.values, resolved.encoding),
         credit_scale=credit.scale,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from judge_service.api.deps import EngineDep
-from judge_service.errors import InputError
+from judge_service.credit import advantage_in_group
 from judge_service.schemas import (
     ERROR_RESPONSES,
     BatchRequestBody,
@@ -26,13 +26,9 @@ router = APIRouter(prefix="/v1", tags=["judge"])
 async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Result:
     """Judge one rollout. Bad input is a 4xx naming the field; a judge failure is a
     ``fallback`` result, not an error."""
-    advantage = None
-    if body.group_rewards is not None:
-        if body.rollout.reward is None:
-            raise InputError("group_rewards needs rollout.reward", field="rollout.reward")
-        if not body.group_rewards:
-            raise InputError("group_rewards must not be empty", field="group_rewards")
-        advantage = body.rollout.reward - sum(body.group_rewards) / len(body.group_rewards)
+    advantage = advantage_in_group(
+        body.rollout.reward, body.group_rewards, reward_field="rollout.reward"
+    )
     return await engine.judge_one(body.rollout, body.options, advantage, field="rollout")
 
 
