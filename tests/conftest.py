@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +78,12 @@ def example_rollouts() -> list[dict[str, object]]:
     for row in rows:
         row["tokenizer"] = str(EXAMPLES / "tokenizer")
     return rows
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, Any]]:
+    """Scripted Anthropic and OpenAI servers on loopback, one pair per test module."""
+    from tests.fakes import anthropic_server, openai_server
+
+    with anthropic_server() as anthropic, openai_server() as openai:
+        yield {"anthropic": anthropic, "openai": openai}

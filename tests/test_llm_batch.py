@@ -20,7 +20,7 @@ from judge_service.judges.llm.ratelimit import reset_shared_limiters
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, Fault, Hang, anthropic_server, call, openai_server
+from tests.fakes import FakeProviderServer, Fault, Hang, call
 from tests.fakes.harness import CORRECTION, WRONG_STEP, encode, llm_settings, phrase_span, span
 
 MODELS = {"anthropic": "anthropic:claude-test", "openai": "openai:gpt-test"}
@@ -47,12 +47,6 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reset_shared_limiters()
     yield
     reset_shared_limiters()
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, FakeProviderServer]]:
-    with anthropic_server() as anthropic, openai_server() as openai:
-        yield {"anthropic": anthropic, "openai": openai}
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])

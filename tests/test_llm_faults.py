@@ -6,7 +6,6 @@ where it cannot succeed in time, never a retry of a context-length error.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,17 +18,9 @@ from tests.fakes import (
     Fault,
     Hang,
     Reply,
-    anthropic_server,
-    openai_server,
     submit,
 )
 from tests.fakes.harness import PROVIDERS, run, valid_spans
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, FakeProviderServer]]:
-    with anthropic_server() as anthropic, openai_server() as openai:
-        yield {"anthropic": anthropic, "openai": openai}
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)

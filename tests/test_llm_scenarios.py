@@ -8,7 +8,6 @@ or `openai` SDK over HTTP; the server records every request it got.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -23,9 +22,7 @@ from tests.fakes import (
     FakeProviderServer,
     Reply,
     View,
-    anthropic_server,
     call,
-    openai_server,
     submit,
 )
 from tests.fakes.harness import (
@@ -42,12 +39,6 @@ from tests.fakes.harness import (
     tool_results,
     valid_spans,
 )
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, FakeProviderServer]]:
-    with anthropic_server() as anthropic, openai_server() as openai:
-        yield {"anthropic": anthropic, "openai": openai}
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)

@@ -133,7 +133,7 @@ def test_each_call_gets_an_empty_private_tmp(box: Sandbox) -> None:
         f"{where} + '/note', 'w').write('hi')\")"
     )
     listing = f"import sympy\nsympy.sympify(\"__import__('os').listdir({where})\")"
-    scratch = f"import sympy\nsympy.sympify(\"{where}\")"
+    scratch = f'import sympy\nsympy.sympify("{where}")'
     assert box.run(scratch).value in ("'/tmp'", "'/scratch'")
     assert box.run(write).value == "2"
     assert box.run(listing).value == "[]"
