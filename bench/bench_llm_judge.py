@@ -102,19 +102,9 @@ def first_line_span(bpe: LoadedTokenizer, ids: list[int]) -> tuple[str, int, int
     return phrase[:30], start, end
 
 
-async def bench_loop(bpe: LoadedTokenizer, ids: list[int], rollouts: int, width: int) -> float:
-    """The judge loop alone: in-process provider, one judge, a semaphore of `width`."""
-    book = ScriptBook()
-    evidence, start, end = first_line_span(bpe, ids)
-    requests = []
-    for i in range(rollouts):
-        book.add(f"loop{i}", *session_steps(evidence, start, end))
-        requests.append(request_for(bpe, ids, f"loop{i}"))
-    judge = LLMJudge(
-        ScriptedProvider(book, delay_s=DELAY_S),
-        tools=[ViewTokensTool(), SearchTraceTool()],
-        config=LoopConfig(),
-    )
+async def timed_sessions(judge: LLMJudge, requests: list[JudgeRequest], width: int) -> float:
+    """Wall time to judge `requests`, at most `width` at once; every session must run
+    its full script."""
     slots = asyncio.Semaphore(width)
 
     async def one(request: JudgeRequest) -> int:
@@ -129,6 +119,22 @@ async def bench_loop(bpe: LoadedTokenizer, ids: list[int], rollouts: int, width:
     elapsed = time.perf_counter() - began
     assert set(turns) == {CALLS}, set(turns)
     return elapsed
+
+
+async def bench_loop(bpe: LoadedTokenizer, ids: list[int], rollouts: int, width: int) -> float:
+    """The judge loop alone: in-process provider, one judge, a semaphore of `width`."""
+    book = ScriptBook()
+    evidence, start, end = first_line_span(bpe, ids)
+    requests = []
+    for i in range(rollouts):
+        book.add(f"loop{i}", *session_steps(evidence, start, end))
+        requests.append(request_for(bpe, ids, f"loop{i}"))
+    judge = LLMJudge(
+        ScriptedProvider(book, delay_s=DELAY_S),
+        tools=[ViewTokensTool(), SearchTraceTool()],
+        config=LoopConfig(),
+    )
+    return await timed_sessions(judge, requests, width)
 
 
 async def bench_engine(
@@ -185,23 +191,11 @@ async def bench_http(bpe: LoadedTokenizer, ids: list[int], rollouts: int, width:
             "claude-bench", RateLimiter(), base_url=url, api_key="bench", request_timeout_s=60.0
         )
         judge = LLMJudge(provider, tools=[ViewTokensTool(), SearchTraceTool()])
-        slots = asyncio.Semaphore(width)
-
-        async def one(request: JudgeRequest) -> int:
-            async with slots:
-                outcome = await judge.judge(
-                    request, lambda s: validate_spans(s, request.trace, request.label_scores)
-                )
-                return outcome.turns
-
-        began = time.perf_counter()
-        turns = await asyncio.gather(*(one(r) for r in requests))
-        elapsed = time.perf_counter() - began
+        elapsed = await timed_sessions(judge, requests, width)
         await judge.aclose()
     finally:
         stop.set()
         process.join(10)
-    assert set(turns) == {CALLS}, set(turns)
     return elapsed
 
 
