@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from judge_service import credit
-from judge_service.devtools.tokenizers import build_byte_level_bpe, math_corpus
+from judge_service.devtools.tokenizers import synthetic_trace
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.trace import TokenizerCache, mark
 from judge_service.validate import validate_spans
@@ -40,15 +38,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=200)
     args = parser.parse_args()
 
-    directory = Path(tempfile.mkdtemp()) / "tok"
-    corpus = math_corpus(40)
-    build_byte_level_bpe(directory, vocab_size=2000, corpus=corpus)
+    directory, ids = synthetic_trace(args.tokens)
     tok = TokenizerCache().get(str(directory))
     rng = random.Random(0)
-    ids: list[int] = []
-    while len(ids) < args.tokens:
-        ids.extend(tok.hf.encode(rng.choice(corpus) + "\n", add_special_tokens=False))
-    ids = ids[: args.tokens]
     trace = tok.decode(ids)
     step = args.tokens // args.spans
     spans = [

@@ -15,16 +15,13 @@ time, max |difference| of the summed answer log-probs at most 1e-4.
 from __future__ import annotations
 
 import argparse
-import random
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from judge_service.devtools.tokenizers import build_byte_level_bpe, math_corpus
+from judge_service.devtools.tokenizers import synthetic_trace
 from judge_service.probe.endings import ENDING_FAMILIES, encode_suffix
 from judge_service.probe.scorer import LMScorer
 from judge_service.trace import TokenizerCache
@@ -40,15 +37,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    directory = Path(tempfile.mkdtemp()) / "tok"
-    corpus = math_corpus(40)
-    build_byte_level_bpe(directory, vocab_size=1000, corpus=corpus)
+    directory, ids = synthetic_trace(args.tokens)
     tok = TokenizerCache().get(str(directory))
-    rng = random.Random(0)
-    ids: list[int] = []
-    while len(ids) < args.tokens:
-        ids.extend(tok.hf.encode(rng.choice(corpus) + "\n", add_special_tokens=False))
-    ids = ids[: args.tokens]
 
     torch.manual_seed(0)
     config = LlamaConfig(

@@ -99,3 +99,23 @@ def build_metaspace_bpe(directory: Path | str, *, vocab_size: int = 400) -> Path
     path.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(path))
     return path
+
+
+def synthetic_trace(num_tokens: int, *, seed: int = 0) -> tuple[Path, list[int]]:
+    """A local byte-level tokenizer (in a temporary directory) and `num_tokens` ids of
+    math-like lines sampled from the corpus: the benchmarks' long trace."""
+    import random
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    corpus = math_corpus(40)
+    directory = build_byte_level_bpe(
+        Path(tempfile.mkdtemp()) / "tok", vocab_size=2000, corpus=corpus
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    rng = random.Random(seed)
+    ids: list[int] = []
+    while len(ids) < num_tokens:
+        ids.extend(tokenizer.encode(rng.choice(corpus) + "\n", add_special_tokens=False))
+    return directory, ids[:num_tokens]
