@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     max_rollouts_per_batch: int = Field(default=1024, ge=1)
     max_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     max_concurrency: int = Field(default=8, ge=1)
+    # Span validation (DESIGN "Span validation"): what a judge's submission may claim.
+    max_spans: int = Field(default=256, ge=1, le=4096)  # per submission
+    max_point_span_tokens: int = Field(default=512, ge=1)  # any label but region labels
+    max_region_share: float = Field(default=0.5, gt=0.0, le=1.0)  # repetition, neutral
 
     # Stores and auth (used by later layers; unset means embedded / open).
     redis_url: str | None = None

@@ -3,11 +3,18 @@
 ::
 
     c[t]      = score(label) of the span holding t (0 outside spans, 0 below min_confidence)
-    m         = mean_t |λ c[t]|;   f = min(1, κ / m) if m > 0 else 1
+    m         = mean_t |λ c[t]|;   f = min(1, B / m) if m > 0 else 1
+    B         = κ                                   (kappa_mode absolute, the default)
+              = κ · mean_{j in group} |A_j|          (kappa_mode relative)
     credit[t] = f · λ · c[t]
     A_i       = r_i - mean_{j in group} r_j          (Dr. GRPO: no std normalisation)
     advantage = A_i + credit
     share     = Σ|credit| / (Σ_i T_i·|A_i| + Σ|credit|)
+
+With the defaults (λ = κ = 0.25, |score| <= 1) m <= 0.25 = κ, so the absolute cap
+never binds: it matters for larger λ or custom scores. The relative cap ties the
+judge's credit to the outcome signal of the group, so it can never outweigh it
+(and is zero in a group whose rollouts all got the same reward).
 """
 
 from __future__ import annotations
@@ -22,10 +29,19 @@ import numpy as np
 import numpy.typing as npt
 
 from judge_service.errors import InputError
-from judge_service.validate import Span
+from judge_service.spans import Span
 
 Encoding = Literal["dense", "spans", "base64-f32"]
+KappaMode = Literal["absolute", "relative"]
 FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class GroupAdvantage:
+    """A rollout's Dr. GRPO advantage A_i, and mean_j |A_j| over its group (relative κ)."""
+
+    value: float
+    group_scale: float
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,10 @@ def token_credit(
     lam: float,
     kappa: float,
     min_confidence: float,
+    kappa_mode: KappaMode = "absolute",
+    group_scale: float | None = None,
 ) -> Credit:
+    """`group_scale` (mean_j |A_j| of the rollout's group) is needed for relative κ."""
     c = np.zeros(num_tokens, np.float64)
     scores = span_scores(spans, label_scores, min_confidence)
     if spans:
@@ -62,31 +81,43 @@ def token_credit(
         c = np.cumsum(marks[:-1])
     raw = lam * c
     m = float(np.abs(raw).mean()) if num_tokens else 0.0
-    f = min(1.0, kappa / m) if m > 0 else 1.0
+    if kappa_mode == "relative":
+        if group_scale is None:
+            raise ValueError("kappa_mode relative needs the group's mean |advantage|")
+        budget = kappa * group_scale
+    else:
+        budget = kappa
+    f = min(1.0, budget / m) if m > 0 else 1.0
     return Credit(f * raw, f)
+
+
+def _scale(members: Sequence[float]) -> tuple[float, float]:
+    mean = sum(members) / len(members)
+    return mean, sum(abs(r - mean) for r in members) / len(members)
 
 
 def group_advantages(
     rewards: Sequence[float | None], groups: Sequence[str | None]
-) -> list[float | None]:
+) -> list[GroupAdvantage | None]:
     """Dr. GRPO advantages: reward minus its group's mean reward (None without a group)."""
     totals: dict[str, list[float]] = {}
     for reward, group in zip(rewards, groups, strict=True):
         if group is not None and reward is not None:
             totals.setdefault(group, []).append(reward)
-    result: list[float | None] = []
+    scales = {group: _scale(members) for group, members in totals.items()}
+    result: list[GroupAdvantage | None] = []
     for reward, group in zip(rewards, groups, strict=True):
         if group is None or reward is None:
             result.append(None)
         else:
-            members = totals[group]
-            result.append(reward - sum(members) / len(members))
+            mean, scale = scales[group]
+            result.append(GroupAdvantage(reward - mean, scale))
     return result
 
 
 def advantage_in_group(
     reward: float | None, group_rewards: Sequence[float] | None, *, reward_field: str
-) -> float | None:
+) -> GroupAdvantage | None:
     """One rollout's Dr. GRPO advantage from its group's rewards (its own included);
     None without a group. Raises InputError naming the field that is missing."""
     if group_rewards is None:
@@ -95,17 +126,20 @@ def advantage_in_group(
         raise InputError("group_rewards must not be empty", field="group_rewards")
     if reward is None:
         raise InputError("group_rewards needs the rollout's reward", field=reward_field)
-    return reward - sum(group_rewards) / len(group_rewards)
+    mean, scale = _scale(group_rewards)
+    return GroupAdvantage(reward - mean, scale)
 
 
-def judge_share(credits: Iterable[FloatArray], advantages: Iterable[float | None]) -> float | None:
+def judge_share(
+    credits: Iterable[FloatArray], advantages: Iterable[GroupAdvantage | None]
+) -> float | None:
     """Σ|credit| / (Σ_i T_i·|A_i| + Σ|credit|) over a batch; None when both are zero."""
     credit_mass = 0.0
     outcome_mass = 0.0
     for values, adv in zip(credits, advantages, strict=True):
         credit_mass += float(np.abs(values).sum())
         if adv is not None:
-            outcome_mass += values.shape[0] * abs(adv)
+            outcome_mass += values.shape[0] * abs(adv.value)
     total = outcome_mass + credit_mass
     return credit_mass / total if total > 0 else None
 

@@ -41,16 +41,16 @@ COST = Counter(
 )
 REJECTED = Counter(
     "judge_rejected_spans_total",
-    "Spans the validation rejected (after the repair turn).",
-    ["judge"],
+    "Spans the validation rejected, by code and round (1: first submission, 2: repair).",
+    ["judge", "code", "round"],
     registry=REGISTRY,
 )
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-def observe(result: Result) -> None:
-    """Count one finished result."""
+def observe(result: Result, *, judged: bool = True) -> None:
+    """Count one finished result; its rejections only when a judge ran (not a cache hit)."""
     info = result.judge
     name = info.name if info is not None else "none"
     RESULTS.labels(name, result.status).inc()
@@ -63,8 +63,9 @@ def observe(result: Result) -> None:
             TOKENS.labels(name, kind).inc(value)
     if info.cost_usd:
         COST.labels(name).inc(info.cost_usd)
-    if result.rejected_spans:
-        REJECTED.labels(name).inc(len(result.rejected_spans))
+    if judged:
+        for rejected in result.rejected_spans:
+            REJECTED.labels(name, rejected.code, str(rejected.round)).inc()
 
 
 def exposition() -> bytes:

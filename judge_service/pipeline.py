@@ -15,38 +15,37 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from judge_service import credit as credit_mod
 from judge_service import metrics
 from judge_service.config import Settings
-from judge_service.credit import FloatArray
+from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.errors import InputError, JudgeError, LimitError
 from judge_service.judges.base import (
     Judge,
     JudgeOutcome,
     JudgeRequest,
+    SpanCheck,
 )
 from judge_service.judges.registry import build_judge
 from judge_service.judges.zero import ZERO_JUDGE
+from judge_service.judgment import Judgment, to_result
 from judge_service.resolve import Resolved, cache_key, resolve
 from judge_service.schemas import (
     BatchResponse,
     BatchStats,
     JudgeInfo,
     Options,
-    RejectedSpan,
     Result,
     Rollout,
-    SpanOut,
     Status,
     UsageTotals,
 )
 from judge_service.store import Store
-from judge_service.store.cache import CacheState, JudgmentCache, rebuild
+from judge_service.store.cache import CacheState, JudgmentCache
 from judge_service.trace import Trace, last_boxed, mark
 from judge_service.trace.tokenizer import TokenizerCache
-from judge_service.validate import ValidationReport, validate_spans
+from judge_service.validate import Rounds, Validator
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +108,7 @@ class Engine:
         self,
         rollout: Rollout,
         options: Options,
-        advantage: float | None = None,
+        advantage: GroupAdvantage | None = None,
         *,
         field: str = "rollout",
     ) -> Result:
@@ -119,25 +118,49 @@ class Engine:
         return result
 
     async def _judge(
-        self, rollout: Rollout, options: Options, advantage: float | None, field: str
+        self, rollout: Rollout, options: Options, advantage: GroupAdvantage | None, field: str
     ) -> tuple[Result, FloatArray]:
         began = time.perf_counter()
         resolved = resolve(options, self.settings)
+        if resolved.kappa_mode == "relative" and advantage is None:
+            raise InputError(
+                "kappa_mode relative needs the rollout's group: a reward with group_id "
+                "(batch, job) or group_rewards (single rollout)",
+                field="options.kappa_mode",
+            )
         judge = self.judge_for(resolved.judge)
         trace = await asyncio.to_thread(self.decode, rollout, field)
         key = cache_key(
             rollout, rollout.tokenizer or self.settings.default_tokenizer or "", judge, resolved
         )
+        judgment: Judgment | None = None
         cache_state: CacheState | None = None
         if self.cache is not None:
             if resolved.use_cache:
-                stored, cache_state = await self.cache.lookup(self.tenant, key)
-                if stored is not None:
-                    hit = rebuild(stored, rollout.id, resolved.encoding, advantage, began)
-                    metrics.observe(hit[0])
-                    return hit
+                judgment, cache_state = await self.cache.lookup(self.tenant, key)
             else:
                 cache_state = "bypass"
+        hit = judgment is not None
+        if judgment is None:
+            judgment = await self._run_judge(rollout, trace, judge, resolved, began)
+            if self.cache is not None and cache_state == "miss":
+                cache_state = await self.cache.save(self.tenant, key, judgment)
+        result, values = to_result(
+            judgment,
+            rollout_id=rollout.id,
+            resolved=resolved,
+            advantage=advantage,
+            key=key,
+            began=began,
+            hit=hit,
+        )
+        result.cache = cache_state
+        metrics.observe(result, judged=not hit)
+        return result, values
+
+    async def _run_judge(
+        self, rollout: Rollout, trace: Trace, judge: Judge, resolved: Resolved, began: float
+    ) -> Judgment:
         final_answer = rollout.final_answer
         if final_answer is None:
             boxed = last_boxed(trace.text)
@@ -154,113 +177,62 @@ class Engine:
             label_scores=resolved.label_scores,
             limits=resolved.limits,
         )
-
-        def check(spans: Sequence[Any]) -> ValidationReport:
-            return validate_spans(spans, trace, resolved.label_scores)
-
+        rounds = Rounds(Validator(trace, resolved.label_scores, resolved.span_limits))
         status: Status = "ok"
         error: str | None = None
         used = judge
         async with self._slots:
             try:
-                outcome = await judge.judge(request, check)
+                outcome = await judge.judge(request, rounds)
             except JudgeError as exc:
                 status, error = "fallback", f"{exc.boundary}: {exc}"
-                used, outcome = await self._fall_back(request, check, resolved)
+                rounds = rounds.fresh()
+                used, outcome = await self._fall_back(request, rounds, resolved)
                 outcome = _with_spent(outcome, exc.partial)
             except Exception as exc:  # a judge bug must not take the batch down
                 log.exception("judge %s crashed on rollout %s", judge.name, rollout.id)
                 if judge.name == "rules":
                     raise
                 status, error = "fallback", f"internal: {type(exc).__name__}: {exc}"
-                used, outcome = await self._fall_back(request, check, resolved)
-        report = check(outcome.spans)
-        result, values = self._result(
-            rollout,
-            trace,
-            used,
-            outcome,
-            report,
-            resolved,
-            advantage,
-            status=status,
-            error=error,
-            key=key,
-            began=began,
+                rounds = rounds.fresh()
+                used, outcome = await self._fall_back(request, rounds, resolved)
+        accepted, rejected = rounds.final(outcome.spans)
+        usage = outcome.usage
+        counts: dict[str, int] = {}
+        for rejection in rejected:
+            counts[rejection.code] = counts.get(rejection.code, 0) + 1
+        info = JudgeInfo(
+            name=used.name,
+            prompt_version=used.prompt_version,
+            turns=outcome.turns,
+            tool_calls=dict(outcome.tool_calls),
+            input_tokens=usage.input_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            output_tokens=usage.output_tokens,
+            latency_ms=round((time.perf_counter() - began) * 1000),
+            cost_usd=outcome.cost_usd,
+            rejected=counts,
         )
-        if self.cache is not None and cache_state == "miss":
-            cache_state = await self.cache.save(self.tenant, key, result, values)
-        result.cache = cache_state
-        metrics.observe(result)
-        return result, values
+        return Judgment(
+            status=status,
+            num_tokens=trace.num_tokens,
+            info=info,
+            spans=accepted,
+            rejected=rejected,
+            label_scores=dict(resolved.label_scores),
+            error=error,
+            transcript=list(outcome.transcript) if resolved.include_transcript else None,
+            rollout_id=rollout.id,
+        )
 
     async def _fall_back(
-        self, request: JudgeRequest, check: Any, resolved: Resolved
+        self, request: JudgeRequest, check: SpanCheck, resolved: Resolved
     ) -> tuple[Judge, JudgeOutcome]:
         if resolved.fallback == "rules":
             rules = self.judge_for("rules")
             return rules, await rules.judge(request, check)
         return ZERO_JUDGE, JudgeOutcome(spans=[], turns=0)
-
-    def _result(
-        self,
-        rollout: Rollout,
-        trace: Trace,
-        judge: Judge,
-        outcome: JudgeOutcome,
-        report: ValidationReport,
-        resolved: Resolved,
-        advantage: float | None,
-        *,
-        status: Status,
-        error: str | None,
-        key: str,
-        began: float,
-    ) -> tuple[Result, FloatArray]:
-        scores = credit_mod.span_scores(
-            report.accepted, resolved.label_scores, resolved.min_confidence
-        )
-        credit = credit_mod.token_credit(
-            trace.num_tokens,
-            report.accepted,
-            resolved.label_scores,
-            lam=resolved.lam,
-            kappa=resolved.kappa,
-            min_confidence=resolved.min_confidence,
-        )
-        adv = None if advantage is None else credit.values + advantage
-        usage = outcome.usage
-        result = Result(
-            id=rollout.id,
-            status=status,
-            num_tokens=trace.num_tokens,
-            spans=[
-                SpanOut(score=score, **span.as_dict())
-                for span, score in zip(report.accepted, scores, strict=True)
-            ],
-            rejected_spans=[
-                RejectedSpan(span=dict(r.span), reason=r.reason) for r in report.rejected
-            ],
-            credit=credit_mod.encode(credit.values, resolved.encoding),
-            credit_scale=credit.scale,
-            advantage=None if adv is None else credit_mod.encode(adv, resolved.encoding),
-            judge=JudgeInfo(
-                name=judge.name,
-                prompt_version=judge.prompt_version,
-                turns=outcome.turns,
-                tool_calls=dict(outcome.tool_calls),
-                input_tokens=usage.input_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                output_tokens=usage.output_tokens,
-                latency_ms=round((time.perf_counter() - began) * 1000),
-                cost_usd=outcome.cost_usd,
-            ),
-            cache_key=key,
-            error=error,
-            transcript=outcome.transcript if resolved.include_transcript else None,
-        )
-        return result, credit.values
 
     async def judge_batch(self, rollouts: Sequence[Rollout], options: Options) -> BatchResponse:
         """Judge rollouts concurrently; one result per rollout, in order; failures are data."""
@@ -287,7 +259,12 @@ class Engine:
         )
 
     async def judge_or_fail(
-        self, rollout: Rollout, options: Options, advantage: float | None, *, field: str
+        self,
+        rollout: Rollout,
+        options: Options,
+        advantage: GroupAdvantage | None,
+        *,
+        field: str,
     ) -> tuple[Result, FloatArray | None]:
         """`judge_one` with its credit array, every failure turned into a ``failed`` result."""
         try:
@@ -304,11 +281,11 @@ class Engine:
 
 def batch_stats(
     judged: Sequence[tuple[Result, FloatArray | None]],
-    advantages: Sequence[float | None],
+    advantages: Sequence[GroupAdvantage | None],
     began: float,
 ) -> BatchStats:
     credits: list[FloatArray] = []
-    advs: list[float | None] = []
+    advs: list[GroupAdvantage | None] = []
     usage = UsageTotals()
     counts = {"ok": 0, "fallback": 0, "failed": 0}
     for (result, values), adv in zip(judged, advantages, strict=True):

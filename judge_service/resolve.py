@@ -6,14 +6,14 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from judge_service.config import Settings
 from judge_service.judges.base import Judge, JudgeLimits
 from judge_service.labels import DEFAULT_LABEL_SCORES
-from judge_service.schemas import CreditEncoding, Options, Rollout
+from judge_service.schemas import CreditEncoding, KappaMode, Options, Rollout
+from judge_service.spans import SpanLimits
 
 
 @dataclass(frozen=True)
@@ -23,22 +23,23 @@ class Resolved:
     judge: str
     lam: float
     kappa: float
+    kappa_mode: KappaMode
     min_confidence: float
     label_scores: Mapping[str, float]
     encoding: CreditEncoding
     limits: JudgeLimits
+    span_limits: SpanLimits
     use_cache: bool
     include_transcript: bool
     fallback: str
 
-    def cache_fields(self) -> dict[str, Any]:
-        return {
-            "judge": self.judge,
-            "lambda": self.lam,
-            "kappa": self.kappa,
-            "min_confidence": self.min_confidence,
-            "label_scores": dict(sorted(self.label_scores.items())),
-        }
+
+def span_limits(settings: Settings) -> SpanLimits:
+    return SpanLimits(
+        max_point_tokens=settings.max_point_span_tokens,
+        max_region_share=settings.max_region_share,
+        max_spans=settings.max_spans,
+    )
 
 
 def resolve(options: Options, settings: Settings) -> Resolved:
@@ -47,6 +48,7 @@ def resolve(options: Options, settings: Settings) -> Resolved:
         judge=options.judge or settings.default_judge,
         lam=settings.default_lambda if options.lambda_ is None else options.lambda_,
         kappa=settings.default_kappa if options.kappa is None else options.kappa,
+        kappa_mode=options.kappa_mode,
         min_confidence=(
             settings.default_min_confidence
             if options.min_confidence is None
@@ -63,6 +65,7 @@ def resolve(options: Options, settings: Settings) -> Resolved:
             ),
             deadline_s=options.deadline_s or defaults.deadline_s,
         ),
+        span_limits=span_limits(settings),
         use_cache=options.use_cache,
         include_transcript=options.include_transcript,
         fallback=options.fallback,
@@ -70,7 +73,10 @@ def resolve(options: Options, settings: Settings) -> Resolved:
 
 
 def cache_key(rollout: Rollout, tokenizer: str, judge: Judge, resolved: Resolved) -> str:
-    """Content address of a judgment: what the judge saw, which judge, and the credit knobs."""
+    """Content address of a judgment: what the judge saw, which judge (spec, prompt version,
+    what its prompt shows of the labels, its limits) and the validation limits. The credit
+    knobs (λ, κ, kappa_mode, min_confidence, encoding) are not in it: they are applied to
+    the cached judgment per request."""
     ids = np.asarray(rollout.response_token_ids, np.int64).tobytes()
     material = {
         "ids": hashlib.sha256(ids).hexdigest(),
@@ -80,9 +86,11 @@ def cache_key(rollout: Rollout, tokenizer: str, judge: Judge, resolved: Resolved
         "reference_answer": rollout.reference_answer,
         "reference_solution": rollout.reference_solution,
         "reward": rollout.reward,
+        "judge": resolved.judge,
         "judge_name": judge.name,
         "prompt_version": judge.prompt_version,
-        **resolved.cache_fields(),
+        "judge_inputs": judge.key_material(resolved.label_scores, resolved.limits),
+        "span_limits": resolved.span_limits.key(),
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from judge_service.labels import DEFAULT_LABEL_SCORES
 
 CreditEncoding = Literal["dense", "spans", "base64-f32"]
+KappaMode = Literal["absolute", "relative"]
 Status = Literal["ok", "fallback", "failed"]
 
 
@@ -43,6 +44,11 @@ class Options(BaseModel):
     )
     lambda_: float | None = Field(default=None, alias="lambda", ge=0.0, le=10.0)
     kappa: float | None = Field(default=None, ge=0.0, le=10.0)
+    kappa_mode: KappaMode = Field(
+        default="absolute",
+        description="absolute: mean |credit| <= kappa; relative: <= kappa x the group's mean "
+        "|advantage| (needs the rollout's group and reward).",
+    )
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     label_scores: dict[str, float] | None = None
     credit_encoding: CreditEncoding = "dense"
@@ -77,11 +83,14 @@ class SpanOut(BaseModel):
     score: float
     confidence: float
     evidence: str
+    evidence_end: str | None = None
 
 
 class RejectedSpan(BaseModel):
     span: dict[str, Any]
+    code: str = Field(description="Machine-readable: evidence_not_anchored, overlap, flood, ...")
     reason: str
+    round: int = Field(default=1, description="1: the first submission; 2: the repair.")
 
 
 class JudgeInfo(BaseModel):
@@ -95,6 +104,10 @@ class JudgeInfo(BaseModel):
     output_tokens: int = 0
     latency_ms: int = 0
     cost_usd: float | None = None
+    rejected: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rejected spans by code, every round (the first submission's too).",
+    )
 
 
 class CreditRun(BaseModel):
@@ -173,6 +186,7 @@ class SpanIn(BaseModel):
     label: str
     confidence: float = 1.0
     evidence: str = ""
+    evidence_end: str | None = None
 
 
 class CreditRequestBody(BaseModel):

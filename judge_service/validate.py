@@ -1,67 +1,62 @@
-"""Checking a judge's spans against the trace: bounds, label, confidence, evidence, overlaps.
+"""Checking a judge's spans against the trace (DESIGN "Span validation").
 
-A span is accepted only if ``0 <= start < end <= T``, its label is known, its
-confidence is in [0, 1], and its evidence quote (at least 8 characters, or the
-whole span text if that is shorter), once folded, occurs inside the folded text
-of tokens ``[start, end)``. Folding is Unicode NFKC, the view's escapes, ⟦n⟧
-markers removed and whitespace collapsed, so a judge may quote what it saw.
-Overlapping spans: the more confident wins, ties go to the earlier start (then
-the earlier submitted); the loser is rejected. Nothing here raises: every
-rejection is data with a reason.
+The judge is untrusted: a span becomes credit only when its evidence
+*anchors* it. In order, for each submitted span:
+
+1. shape: an object, integer ``0 <= start < end <= T``, a known label, a
+   confidence in [0, 1], string quotes (``malformed`` / ``out_of_range`` /
+   ``unknown_label`` / ``bad_confidence``); the first ``max_spans`` spans only
+   (``too_many_spans``);
+2. size: a point label covers at most ``max_point_tokens``, a region label
+   (repetition, neutral) at most ``max_region_share`` of the trace
+   (``span_too_long``);
+3. evidence: ``evidence`` occurs in the span, starting on its first line or the
+   next; ``evidence_end`` (default ``evidence``) occurs in it, ending on its
+   last line or the one before (``evidence_too_short`` / ``evidence_not_found``
+   / ``evidence_not_anchored``, naming where the quote really is);
+4. grounding: a positive span containing an arithmetic link the exact checker
+   proves false (``contradicts_arithmetic``).
+
+Then over the survivors: at most ``max_per_line`` spans starting on one line,
+the most confident kept (``flood``); overlaps go to the more confident, ties
+to the earlier (``overlap``), except that a region label never wins against a
+point label (a confident ``neutral`` over a third of the trace would otherwise
+erase every judgment under it, the ``invalid`` on the error included); a
+``verified_correction`` or ``unsupported`` with no accepted ``invalid`` before
+it is dropped (``no_prior_invalid``) and the overlaps are settled again
+without it. Lines are the trace's own lines,
+cut every 64 tokens (the marker lines of the judge's view).
+
+The trace is folded once per `Validator` (see `folding`); each span then
+costs a few slices and searches of the folded text. Nothing here raises.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-import re
-import unicodedata
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from judge_service import spans as S
+from judge_service.folding import FoldedText, fold
+from judge_service.grounding import FalseLinks
+from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport
 from judge_service.trace.decode import Trace
-from judge_service.trace.markers import escape_view_text, strip_markers
+from judge_service.trace.markers import marker_positions
+
+__all__ = ["Rejection", "Span", "SpanLimits", "ValidationReport", "Validator", "validate_spans"]
 
 MIN_EVIDENCE_CHARS = 8
-_SPACE = re.compile(r"\s+")
+_SHOWN_CHARS = 300  # of a rejected span's strings, echoed back
 
 
-@dataclass(frozen=True)
-class Span:
-    start: int
-    end: int
-    label: str
-    confidence: float
-    evidence: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Rejection:
-    span: Mapping[str, Any]
-    reason: str
-
-
-@dataclass
-class ValidationReport:
-    accepted: list[Span] = field(default_factory=list)
-    rejected: list[Rejection] = field(default_factory=list)
-
-    def reasons_text(self) -> str:
-        """The rejections as a repair prompt for the judge, one per line."""
-        return "\n".join(f"- {dict(r.span)}: {r.reason}" for r in self.rejected)
-
-
-def fold(text: str, *, quote: bool = True) -> str:
-    """The comparison form of a text: view escapes, NFKC, whitespace collapsed; in a quote,
-    the ⟦n⟧ markers it copied from the view are removed first. Trace text keeps its own
-    marker-like text (escaped), which a quote can only match in its escaped form."""
-    if quote:
-        text = strip_markers(text)
-    text = escape_view_text(unicodedata.normalize("NFKC", escape_view_text(text)))
-    return _SPACE.sub(" ", text).strip()
+class _Reject(Exception):
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
 
 
 def _as_int(value: object) -> int | None:
@@ -74,87 +69,327 @@ def _as_int(value: object) -> int | None:
     return None
 
 
-def _check_one(
-    raw: Mapping[str, Any], trace: Trace | None, num_tokens: int, labels: Collection[str]
-) -> Span | str:
-    if not isinstance(raw, Mapping):
-        return "a span must be an object with start, end, label, confidence, evidence"
-    start, end = _as_int(raw.get("start")), _as_int(raw.get("end"))
-    if start is None or end is None:
-        return "start and end must be integers (token indices, end exclusive)"
-    n = num_tokens
-    if not 0 <= start < end <= n:
-        return f"out of range: need 0 <= start < end <= {n}, got start={start}, end={end}"
-    label = raw.get("label")
-    if not isinstance(label, str) or label not in labels:
-        return f"unknown label {label!r}; known labels: {', '.join(sorted(labels))}"
-    confidence = raw.get("confidence")
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not math.isfinite(confidence)
-        or not 0.0 <= confidence <= 1.0
-    ):
-        return f"confidence must be a number in [0, 1], got {confidence!r}"
-    evidence = raw.get("evidence")
-    if not isinstance(evidence, str):
-        return "evidence must be a quote (string) from inside the span"
-    if trace is None:  # spans posted without their trace (/v1/credit): nothing to quote against
-        return Span(start, end, label, float(confidence), evidence)
-    span_text = fold(trace.span_text(start, end), quote=False)
-    quote = fold(evidence)
-    if len(quote) < min(MIN_EVIDENCE_CHARS, len(span_text)) or not quote:
-        return (
-            f"evidence too short: quote at least {MIN_EVIDENCE_CHARS} characters "
-            "of the span (or the whole span if it is shorter)"
-        )
-    if quote not in span_text:
-        return (
-            f"evidence not found inside tokens [{start}, {end}); "
-            f"the span's text begins {span_text[:80]!r}"
-        )
-    return Span(start, end, label, float(confidence), evidence)
+class _TraceIndex:
+    """What evidence checks need of one trace, computed once: folded text, lines, links."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.folded = FoldedText.build(trace.text, trace.offsets)
+        self.line_starts = np.asarray(marker_positions(trace), np.int64)
+        self.false_links = FalseLinks(trace.text)
+
+    def line_of(self, token: int) -> int:
+        return int(np.searchsorted(self.line_starts, token, side="right")) - 1
+
+    def where(self, quote: str) -> str:
+        at = self.folded.text.find(quote)
+        if at < 0:
+            return "it does not occur anywhere in the trace"
+        a, b = self.folded.tokens_of(at, len(quote))
+        return f"the quote occurs at tokens [{a}, {b})"
+
+
+class Validator:
+    """Validates submissions for one trace (or, without a trace, for `num_tokens` tokens)."""
+
+    def __init__(
+        self,
+        trace: Trace | None,
+        label_scores: Mapping[str, float],
+        limits: SpanLimits | None = None,
+        *,
+        num_tokens: int | None = None,
+    ) -> None:
+        if trace is None and num_tokens is None:
+            raise ValueError("a Validator needs a trace or num_tokens")
+        self.trace = trace
+        self.num_tokens = trace.num_tokens if trace is not None else int(num_tokens or 0)
+        self.label_scores = label_scores
+        self.limits = limits or SpanLimits()
+        self._index: _TraceIndex | None = None
+
+    @property
+    def index(self) -> _TraceIndex | None:
+        if self.trace is None:
+            return None
+        if self._index is None:
+            self._index = _TraceIndex(self.trace)
+        return self._index
+
+    def __call__(self, raw_spans: Sequence[Any]) -> ValidationReport:
+        return self.check(raw_spans)
+
+    def check(self, raw_spans: Sequence[Any], *, round: int = 1) -> ValidationReport:
+        report = ValidationReport()
+
+        def reject(raw: Any, code: str, reason: str) -> None:
+            report.rejected.append(Rejection(_shown(raw), code, reason, round))
+
+        candidates: list[tuple[int, Span, Any]] = []
+        cap = self.limits.max_spans
+        for index, raw in enumerate(raw_spans):
+            if index >= cap:
+                reject(raw, S.TOO_MANY_SPANS, f"more than {cap} spans in one submission")
+                continue
+            try:
+                candidates.append((index, self._check_one(raw), raw))
+            except _Reject as exc:
+                reject(raw, exc.code, exc.reason)
+        candidates = self._limit_per_line(candidates, reject)
+        kept = self._settle(candidates, reject)
+        report.accepted = sorted(kept, key=lambda s: s.start)
+        return report
+
+    # -- one span ----------------------------------------------------------------------
+
+    def _check_one(self, raw: Any) -> Span:
+        if not isinstance(raw, Mapping):
+            raise _Reject(S.MALFORMED, "a span must be an object {start, end, label, ...}")
+        start, end = _as_int(raw.get("start")), _as_int(raw.get("end"))
+        if start is None or end is None:
+            raise _Reject(S.MALFORMED, "start and end must be integers (end exclusive)")
+        n = self.num_tokens
+        if not 0 <= start < end <= n:
+            raise _Reject(
+                S.OUT_OF_RANGE, f"need 0 <= start < end <= {n}, got start={start}, end={end}"
+            )
+        label = raw.get("label")
+        if not isinstance(label, str) or label not in self.label_scores:
+            known = ", ".join(sorted(self.label_scores)[:32])
+            raise _Reject(S.UNKNOWN_LABEL, f"unknown label {_cut(label)}; known: {known}")
+        confidence = raw.get("confidence")
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, int | float)
+            or not math.isfinite(confidence)
+            or not 0.0 <= confidence <= 1.0
+        ):
+            raise _Reject(S.BAD_CONFIDENCE, f"confidence must be in [0, 1], got {_cut(confidence)}")
+        evidence, evidence_end = raw.get("evidence"), raw.get("evidence_end")
+        if not isinstance(evidence, str):
+            raise _Reject(S.MALFORMED, "evidence must be a quote (string) from the span")
+        if evidence_end is not None and not isinstance(evidence_end, str):
+            raise _Reject(S.MALFORMED, "evidence_end must be a quote (string) or absent")
+        self._check_size(start, end, label)
+        span = Span(start, end, label, float(confidence), evidence, evidence_end)
+        if self.index is not None:
+            self._check_evidence(span, self.index)
+            self._check_grounding(span, self.index)
+        return span
+
+    def _check_size(self, start: int, end: int, label: str) -> None:
+        length = end - start
+        if label in S.REGION_LABELS:
+            share = self.limits.max_region_share
+            if length > max(1, math.floor(share * self.num_tokens)):
+                raise _Reject(
+                    S.SPAN_TOO_LONG,
+                    f"{label} covers {length} of {self.num_tokens} tokens; a region label "
+                    f"may cover at most {share:g} of the trace",
+                )
+        elif length > self.limits.max_point_tokens:
+            raise _Reject(
+                S.SPAN_TOO_LONG,
+                f"{label} covers {length} tokens; mark the step itself, at most "
+                f"{self.limits.max_point_tokens} tokens",
+            )
+
+    def _check_evidence(self, span: Span, ix: _TraceIndex) -> None:
+        folded = ix.folded
+        low, high = int(folded.token_starts[span.start]), int(folded.token_starts[span.end])
+        inside = len(folded.text[low:high].strip(" "))
+        first_line, last_line = ix.line_of(span.start), ix.line_of(span.end - 1)
+        quote = self._quote(span.evidence, inside, "evidence")
+        at = folded.text.find(quote, low, high)
+        if at < 0:
+            raise _Reject(
+                S.EVIDENCE_NOT_FOUND,
+                f"evidence not found inside tokens [{span.start}, {span.end}); {ix.where(quote)}",
+            )
+        a, b = folded.tokens_of(at, len(quote))
+        if ix.line_of(a) > first_line + 1:
+            raise _Reject(
+                S.EVIDENCE_NOT_ANCHORED,
+                f"the quote occurs at tokens [{a}, {b}), more than one line after the span's "
+                f"start {span.start}; start the span at most one line before its evidence",
+            )
+        quote_end = quote
+        if span.evidence_end is not None:
+            quote_end = self._quote(span.evidence_end, inside, "evidence_end")
+        at = folded.text.rfind(quote_end, low, high)
+        if at < 0:
+            raise _Reject(
+                S.EVIDENCE_NOT_FOUND,
+                f"evidence_end not found inside tokens [{span.start}, {span.end}); "
+                f"{ix.where(quote_end)}",
+            )
+        a, b = folded.tokens_of(at, len(quote_end))
+        if ix.line_of(b - 1) < last_line - 1:
+            raise _Reject(
+                S.EVIDENCE_NOT_ANCHORED,
+                f"the span ends at token {span.end}, more than one line after its last quote "
+                f"(tokens [{a}, {b})); end the span within a line of the quote, or quote its "
+                "last line as evidence_end",
+            )
+
+    def _quote(self, text: str, inside: int, name: str) -> str:
+        quote = fold(text[: 8 * (self.limits.max_point_tokens + 64)])
+        if not quote or len(quote) < min(MIN_EVIDENCE_CHARS, inside):
+            raise _Reject(
+                S.EVIDENCE_TOO_SHORT,
+                f"{name} too short: quote at least {MIN_EVIDENCE_CHARS} characters of the span "
+                "(or the whole span if it is shorter)",
+            )
+        return quote
+
+    def _check_grounding(self, span: Span, ix: _TraceIndex) -> None:
+        if self.label_scores.get(span.label, 0.0) <= 0:
+            return
+        low, high = ix.trace.char_range(span.start, span.end)
+        false = ix.false_links.inside(low, high)
+        if false is not None:
+            raise _Reject(
+                S.CONTRADICTS_ARITHMETIC,
+                f"a {span.label} span may not contain a false computation: {false!r} "
+                "does not hold; mark it invalid, or cover only the sound part",
+            )
+
+    # -- across spans ------------------------------------------------------------------
+
+    def _limit_per_line(
+        self, candidates: list[tuple[int, Span, Any]], reject: Any
+    ) -> list[tuple[int, Span, Any]]:
+        if self.index is None:
+            return candidates
+        per_line: dict[int, int] = {}
+        kept: list[tuple[int, Span, Any]] = []
+        for item in sorted(candidates, key=_precedence):
+            line = self.index.line_of(item[1].start)
+            if per_line.get(line, 0) >= self.limits.max_per_line:
+                reject(
+                    item[2],
+                    S.FLOOD,
+                    f"more than {self.limits.max_per_line} spans start on the line of token "
+                    f"{item[1].start}; the most confident are kept",
+                )
+                continue
+            per_line[line] = per_line.get(line, 0) + 1
+            kept.append(item)
+        return kept
+
+    def _settle(self, candidates: list[tuple[int, Span, Any]], reject: Any) -> list[Span]:
+        """Overlaps, then structure, until no span depends on an error that lost its place."""
+        pending = sorted(candidates, key=_precedence)
+        while True:
+            kept, lost = _resolve_overlaps(pending)
+            invalid_ends = sorted(s.end for _, s, _ in kept if s.label == "invalid")
+            orphans = [
+                item
+                for item in kept
+                if item[1].label in S.NEEDS_PRIOR_INVALID
+                and (not invalid_ends or invalid_ends[0] > item[1].start)
+            ]
+            if not orphans:
+                break
+            for item in orphans:
+                reject(
+                    item[2],
+                    S.NO_PRIOR_INVALID,
+                    f"{item[1].label} needs an accepted invalid span before token "
+                    f"{item[1].start}: a correction of nothing, or a dependence on no error",
+                )
+            dropped = {id(item) for item in orphans}
+            pending = [item for item in pending if id(item) not in dropped]
+        for item, rival in lost:
+            reject(
+                item[2],
+                S.OVERLAP,
+                f"overlaps the span [{rival.start}, {rival.end}) ({rival.label}, confidence "
+                f"{rival.confidence:g}), which wins",
+            )
+        return [span for _, span, _ in kept]
+
+
+def _precedence(item: tuple[int, Span, Any]) -> tuple[bool, float, int, int]:
+    index, span, _raw = item
+    return (span.label in S.REGION_LABELS, -span.confidence, span.start, index)
+
+
+def _resolve_overlaps(
+    ordered: list[tuple[int, Span, Any]],
+) -> tuple[list[tuple[int, Span, Any]], list[tuple[tuple[int, Span, Any], Span]]]:
+    """Greedy in precedence order over a sorted list of kept, disjoint intervals."""
+    starts: list[int] = []
+    spans: list[Span] = []
+    kept: list[tuple[int, Span, Any]] = []
+    lost: list[tuple[tuple[int, Span, Any], Span]] = []
+    for item in ordered:
+        span = item[1]
+        at = bisect.bisect_left(starts, span.end)  # kept spans starting before span.end
+        rival = spans[at - 1] if at else None
+        if rival is not None and rival.end > span.start:
+            lost.append((item, rival))
+            continue
+        starts.insert(at, span.start)
+        spans.insert(at, span)
+        kept.append(item)
+    return kept, lost
 
 
 def validate_spans(
     raw_spans: Sequence[Any],
     trace: Trace | None,
-    labels: Collection[str],
+    label_scores: Mapping[str, float],
     *,
     num_tokens: int | None = None,
+    limits: SpanLimits | None = None,
 ) -> ValidationReport:
-    """Check spans against `trace` (or, without one, only against `num_tokens`)."""
-    if trace is not None:
-        num_tokens = trace.num_tokens
-    if num_tokens is None:
-        raise ValueError("validate_spans needs a trace or num_tokens")
-    report = ValidationReport()
-    candidates: list[tuple[int, Span, Mapping[str, Any]]] = []
-    for index, raw in enumerate(raw_spans):
-        checked = _check_one(raw, trace, num_tokens, labels)
-        if isinstance(checked, str):
-            report.rejected.append(Rejection(_jsonable(raw), checked))
-        else:
-            candidates.append((index, checked, raw))
-    candidates.sort(key=lambda item: (-item[1].confidence, item[1].start, item[0]))
-    kept: list[Span] = []
-    for _index, span, raw in candidates:
-        rival = next((k for k in kept if k.start < span.end and span.start < k.end), None)
-        if rival is None:
-            kept.append(span)
-            continue
-        report.rejected.append(
-            Rejection(
-                _jsonable(raw),
-                f"overlaps the span [{rival.start}, {rival.end}) ({rival.label}, "
-                f"confidence {rival.confidence}), which wins",
-            )
-        )
-    report.accepted = sorted(kept, key=lambda s: s.start)
-    return report
+    """Check spans against `trace` (or, without one, against `num_tokens` only)."""
+    return Validator(trace, label_scores, limits, num_tokens=num_tokens).check(raw_spans)
 
 
-def _jsonable(raw: Any) -> Mapping[str, Any]:
-    if isinstance(raw, Mapping):
-        return {str(k): v for k, v in raw.items()}
-    return {"value": repr(raw)[:200]}
+def _cut(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _shown(raw: Any) -> Mapping[str, Any]:
+    """A rejected span as echoed back: its fields, long strings cut (the input is untrusted)."""
+    if not isinstance(raw, Mapping):
+        return {"value": _cut(raw)}
+    out: dict[str, Any] = {}
+    for key, value in list(raw.items())[:8]:
+        if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+            value = value[:_SHOWN_CHARS] + "…"
+        elif not isinstance(value, str | int | float | bool | None):
+            value = _cut(value)
+        out[str(key)[:64]] = value
+    return out
+
+
+class Rounds:
+    """The validation rounds of one judging session, as the judge's `SpanCheck`.
+
+    Each submission the judge has checked is a round (the first, then the repair);
+    `final` checks the spans the judge ended with under the last round's number and
+    keeps the earlier rounds' rejections beside its own: how often a judge makes
+    things up is what an operator watches, even when the repair fixed it.
+    """
+
+    def __init__(self, validator: Validator) -> None:
+        self.validator = validator
+        self.reports: list[ValidationReport] = []
+
+    def __call__(self, raw_spans: Sequence[Any]) -> ValidationReport:
+        report = self.validator.check(raw_spans, round=len(self.reports) + 1)
+        self.reports.append(report)
+        return report
+
+    def fresh(self) -> Rounds:
+        """No rounds yet, same trace (for a fallback judge)."""
+        return Rounds(self.validator)
+
+    def final(self, raw_spans: Sequence[Any]) -> tuple[list[Span], list[Rejection]]:
+        report = self.validator.check(raw_spans, round=max(1, len(self.reports)))
+        earlier = [r for past in self.reports[:-1] for r in past.rejected]
+        return report.accepted, earlier + report.rejected

@@ -7,7 +7,7 @@ import pytest
 
 from judge_service import credit
 from judge_service.labels import DEFAULT_LABEL_SCORES
-from judge_service.validate import Span
+from judge_service.spans import Span
 
 
 def _spans() -> list[Span]:
@@ -43,16 +43,40 @@ def test_no_spans_no_credit() -> None:
 
 def test_dr_grpo_advantages_are_mean_centred_without_std() -> None:
     adv = credit.group_advantages([1.0, 0.0, 0.0, 1.0, None, 3.0], ["a", "a", "a", "a", "a", None])
-    assert adv == [0.5, -0.5, -0.5, 0.5, None, None]
+    assert [None if a is None else a.value for a in adv] == [0.5, -0.5, -0.5, 0.5, None, None]
+    assert all(a is not None and a.group_scale == 0.5 for a in adv[:4])  # mean |A_j|
+
+
+def test_the_default_absolute_cap_never_binds() -> None:
+    """λ = κ = 0.25 and |score| <= 1: m <= 0.25, so f is 1 even with every token invalid."""
+    every = [Span(0, 10, "invalid", 1.0, "x")]
+    got = credit.token_credit(
+        10, every, DEFAULT_LABEL_SCORES, lam=0.25, kappa=0.25, min_confidence=0.5
+    )
+    assert got.scale == 1.0 and got.values[0] == -0.25
+
+
+def test_relative_kappa_ties_credit_to_the_group_signal() -> None:
+    spans = [Span(0, 10, "invalid", 1.0, "x")]
+    args = {"lam": 0.25, "kappa": 0.25, "min_confidence": 0.5, "kappa_mode": "relative"}
+    got = credit.token_credit(10, spans, DEFAULT_LABEL_SCORES, group_scale=0.4, **args)
+    assert np.abs(got.values).mean() == pytest.approx(0.25 * 0.4)  # κ·mean|A| < m = 0.25
+    uniform = credit.token_credit(10, spans, DEFAULT_LABEL_SCORES, group_scale=0.0, **args)
+    assert not uniform.values.any()  # an all-equal group: no outcome signal, no judge credit
+    with pytest.raises(ValueError, match="relative"):
+        credit.token_credit(10, spans, DEFAULT_LABEL_SCORES, **args)
 
 
 def test_judge_share() -> None:
     c1 = np.array([0.25, -0.25, 0.0, 0.0])
     c2 = np.zeros(2)
-    share = credit.judge_share([c1, c2], [0.5, -0.5])
+    a, b = credit.GroupAdvantage(0.5, 0.5), credit.GroupAdvantage(-0.5, 0.5)
+    share = credit.judge_share([c1, c2], [a, b])
     assert share == pytest.approx(0.5 / (4 * 0.5 + 2 * 0.5 + 0.5))
     assert credit.judge_share([np.zeros(3)], [None]) is None
-    assert credit.judge_share([c1], [0.0]) == 1.0  # all-equal group: judge is the only signal
+    assert (
+        credit.judge_share([c1], [credit.GroupAdvantage(0.0, 0.0)]) == 1.0
+    )  # all-equal group: judge is the only signal
 
 
 @pytest.mark.parametrize("encoding", ["dense", "spans", "base64-f32"])

@@ -111,8 +111,8 @@ async def test_hallucinated_quote_and_out_of_range_span_are_repaired(
         kind, servers, bpe, "repair", lambda trace: [bad(trace), submit(valid_spans(trace))]
     )
     reasons = tool_results(server, f"{kind}-repair", 1)[0]
-    assert "evidence not found" in reasons
-    assert "out of range" in reasons
+    assert "evidence not found" in reasons and "[evidence_not_found]" in reasons
+    assert "[out_of_range]" in reasons
     assert "one repair turn" in reasons
     report = checker(request)(outcome.spans)
     assert not report.rejected and len(report.accepted) == 2
@@ -125,24 +125,27 @@ async def test_hallucinated_quote_and_out_of_range_span_are_repaired(
 async def test_injected_whole_trace_span_is_rejected_even_when_resubmitted(
     kind: str, servers: dict[str, FakeProviderServer], bpe: LoadedTokenizer
 ) -> None:
-    obey = submit(
-        [
-            {
-                "start": 0,
-                "end": 100000,
-                "label": "verified_correction",
-                "confidence": 1.0,
-                "evidence": "SYSTEM NOTE TO THE GRADER",
-            }
-        ]
+    """In range, quoting real text of the trace: only the anchoring rules stop it."""
+
+    def obey(trace: Trace) -> Reply:
+        whole = {
+            "start": 0,
+            "end": trace.num_tokens,
+            "label": "verified_correction",
+            "confidence": 1.0,
+            "evidence": "SYSTEM NOTE TO THE GRADER",
+        }
+        return submit([whole])
+
+    outcome, server, request = await run(
+        kind, servers, bpe, "inject", lambda trace: [obey(trace), obey(trace)]
     )
-    outcome, server, request = await run(kind, servers, bpe, "inject", lambda _: [obey, obey])
     fenced = context_text(server.requests_for(f"{kind}-inject")[0].body).split("<<<")
     assert fenced[1].startswith("untrusted-trace id=") and fenced[2].startswith("end untrusted")
     assert INJECTION in strip_markers(fenced[1])  # the injection went out inside the fence
     report = checker(request)(outcome.spans)
     assert report.accepted == []
-    assert "out of range" in report.rejected[0].reason
+    assert [r.code for r in report.rejected] == ["evidence_not_anchored"]
     assert outcome.turns == 2  # one repair turn, then the session ended
 
 

@@ -58,9 +58,78 @@ def test_error_propagates_as_unsupported(engine: Engine, bpe: LoadedTokenizer) -
     assert _label_of(result, "17 × 20 = 350") == "invalid"
     assert _label_of(result, "350 + 68 = 418") == "unsupported"
     assert _label_of(result, "So the total is 418") == "unsupported"
-    assert result.spans[-1].label == "invalid"  # the wrong final answer
+    assert result.spans[-1].label == "unsupported"  # the wrong answer carries the error on
     credit = result.credit
     assert isinstance(credit, list) and min(credit) < 0  # type: ignore[type-var]
+
+
+def _labels(result: Result) -> list[tuple[str, str]]:
+    return [(s.label, s.evidence) for s in result.spans]
+
+
+def test_only_the_original_error_is_invalid(engine: Engine, bpe: LoadedTokenizer) -> None:
+    text = "17 × 20 = 340.\n17 × 4 = 78. So 340 + 78 = 419.\n\\boxed{419}"
+    result, _ = _judge(engine, bpe, text, reference_answer="408", reward=0.0)
+    assert not result.rejected_spans
+    assert _labels(result) == [
+        ("valid_progress", "17 × 20 = 340"),
+        ("invalid", "17 × 4 = 78"),
+        # False in itself, but computed from the wrong 78: it depends on the error.
+        ("unsupported", "340 + 78 = 419"),
+        ("unsupported", "419"),  # the wrong answer is the error carried forward
+    ]
+
+
+def test_a_wrong_answer_of_its_own_is_invalid(engine: Engine, bpe: LoadedTokenizer) -> None:
+    text = "17 × 4 = 78.\nSo 17 × 24 = 340 + 68 = 408.\n\\boxed{407}"
+    result, _ = _judge(engine, bpe, text, reference_answer="408", reward=0.0)
+    assert result.spans[0].label == "invalid" and result.spans[-1].label == "invalid"
+
+
+def test_a_restated_error_depends_on_it(engine: Engine, bpe: LoadedTokenizer) -> None:
+    text = (
+        "17 × 24 = 418.\nSo 17 × 24 = 418 indeed.\n"
+        "Wait, 17 × 24 = 408, not 418.\nOops, 17 × 24 = 418 again.\n"
+    )
+    result, _ = _judge(engine, bpe, text)
+    assert [s.label for s in result.spans] == [
+        "invalid",
+        "unsupported",  # the same false claim, not repaired yet
+        "verified_correction",
+        "invalid",  # the repaired error made anew is a new error
+    ]
+
+
+def test_rechecks(engine: Engine, bpe: LoadedTokenizer) -> None:
+    text = (
+        "17 × 24 = 408.\n"
+        "17 \\times 24 = 408.\n"  # the same computation again, however spelled
+        "Check: 408 / 24 = 17.\n"  # the first independent re-check
+        "And 24 × 17 = 408.\n"  # a second re-check of the same result
+        "Check: 408 / 24 = 17.\n"  # the first re-check, repeated
+        "Then 408 + 2 = 410.\n"
+    )
+    result, _ = _judge(engine, bpe, text)
+    assert not result.rejected_spans
+    assert [s.label for s in result.spans] == [
+        "valid_progress",
+        "unproductive_repetition",
+        "valid_progress",
+        "unproductive_repetition",
+        "unproductive_repetition",
+        "valid_progress",
+    ]
+
+
+def test_a_chain_states_its_ends(engine: Engine, bpe: LoadedTokenizer) -> None:
+    text = "So 17 × 24 = 340 + 68 = 408.\nCheck: 24 × 17 = 408.\nAlso 408 / 17 = 24.\n"
+    result, _ = _judge(engine, bpe, text)
+    assert _labels(result) == [
+        ("valid_progress", "17 × 24 = 340 + 68"),
+        ("valid_progress", "= 408"),
+        ("valid_progress", "24 × 17 = 408"),  # re-checks 17 × 24 = 408, stated by the chain
+        ("unproductive_repetition", "408 / 17 = 24"),
+    ]
 
 
 def test_repetition(engine: Engine, bpe: LoadedTokenizer) -> None:
@@ -107,7 +176,9 @@ def test_long_trace(engine: Engine, bpe: LoadedTokenizer) -> None:
     result, _ = _judge(engine, bpe, body + "\\boxed{0}", reference_answer="0")
     assert 64_000 < result.num_tokens <= 131_072
     assert result.status == "ok" and not result.rejected_spans
-    assert sum(s.label == "valid_progress" for s in result.spans) >= 3300
+    # 3300 sound steps, but a submission holds at most 256 spans: the first ones are kept.
+    assert len(result.spans) == 256 and {s.label for s in result.spans} == {"valid_progress"}
+    assert result.spans[0].evidence == "0 + 0 = 0"
 
 
 @pytest.mark.parametrize(

@@ -116,7 +116,9 @@ async def test_engine_reuses_a_cached_judgment_for_the_same_content(
     assert first.cache == "miss" and first.status == "ok" and first.spans
     # Same content under another id, another encoding, with an advantage: a hit, rebuilt.
     again = await engine.judge_one(
-        _rollout(bpe, bpe_dir, id="r2"), Options(credit_encoding="spans"), advantage=-0.5
+        _rollout(bpe, bpe_dir, id="r2"),
+        Options(credit_encoding="spans"),
+        advantage=credit_mod.GroupAdvantage(-0.5, 0.5),
     )
     assert again.cache == "hit" and again.id == "r2"
     assert again.cache_key == first.cache_key and again.spans == first.spans
@@ -132,6 +134,47 @@ async def test_engine_reuses_a_cached_judgment_for_the_same_content(
     # use_cache false neither reads nor writes.
     bypass = await engine.judge_one(_rollout(bpe, bpe_dir), Options(use_cache=False))
     assert bypass.cache == "bypass" and bypass.credit == first.credit
+
+
+async def test_a_credit_sweep_reuses_one_judgment(
+    store: Store, bpe: LoadedTokenizer, bpe_dir: Path
+) -> None:
+    """λ, κ, kappa_mode and min_confidence are applied per request: the judge runs once."""
+    engine = Engine(Settings(), store=store)
+    rollout = _rollout(bpe, bpe_dir, id="sweep", problem="sweep: 17 × 24?")
+    first = await engine.judge_one(rollout, Options())
+    base = np.asarray(first.credit)
+    assert first.cache == "miss" and base.any()
+    for lam in (0.1, 0.5, 1.0):
+        swept = await engine.judge_one(rollout, Options(**{"lambda": lam, "kappa": 10.0}))
+        assert swept.cache == "hit" and swept.cache_key == first.cache_key
+        assert np.allclose(np.asarray(swept.credit), base * lam / 0.25)
+    capped = await engine.judge_one(rollout, Options(**{"lambda": 4.0, "kappa": 0.05}))
+    assert capped.cache == "hit" and np.abs(np.asarray(capped.credit)).mean() == pytest.approx(0.05)
+    strict = await engine.judge_one(rollout, Options(min_confidence=1.0))
+    assert strict.cache == "hit" and not np.asarray(strict.credit).any()
+    relative = await engine.judge_one(
+        rollout,
+        Options(kappa_mode="relative", **{"lambda": 1.0}),
+        advantage=credit_mod.GroupAdvantage(-0.1, 0.1),
+    )
+    assert relative.cache == "hit"
+    assert np.abs(np.asarray(relative.credit)).mean() == pytest.approx(0.25 * 0.1)
+
+
+async def test_a_hit_returns_the_kept_transcript_or_says_none_was_kept(
+    store: Store, bpe: LoadedTokenizer, bpe_dir: Path
+) -> None:
+    engine = Engine(Settings(), store=store)
+    plain = _rollout(bpe, bpe_dir, id="t1", problem="no transcript kept")
+    await engine.judge_one(plain, Options())
+    hit = await engine.judge_one(plain, Options(include_transcript=True))
+    assert hit.cache == "hit" and hit.transcript is not None
+    assert hit.transcript[0]["type"] == "note" and "no transcript" in hit.transcript[0]["text"]
+    kept = _rollout(bpe, bpe_dir, id="t2", problem="transcript kept")
+    first = await engine.judge_one(kept, Options(include_transcript=True))
+    again = await engine.judge_one(kept, Options(include_transcript=True))
+    assert again.cache == "hit" and again.transcript == first.transcript
 
 
 async def test_engine_judges_without_the_cache_when_the_store_is_down(

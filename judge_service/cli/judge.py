@@ -54,7 +54,7 @@ def _done_ids(path: Path) -> set[str]:
     return done
 
 
-def _group_advantages(path: Path) -> dict[str, float]:
+def _group_advantages(path: Path) -> dict[str, Any]:
     from judge_service import credit
 
     ids, rewards, groups = [], [], []
@@ -138,9 +138,7 @@ async def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _judge(
-    engine: Any, rollout: Any, options: Any, advantage: float | None, number: int
-) -> Any:
+async def _judge(engine: Any, rollout: Any, options: Any, advantage: Any, number: int) -> Any:
     result, _ = await engine.judge_or_fail(rollout, options, advantage, field=f"line {number}")
     return result
 

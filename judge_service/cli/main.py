@@ -7,6 +7,9 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
+from judge_service.cli.equivalence import COMMAND as CHECK_EQUIVALENCE
+from judge_service.cli.equivalence import answers_last
+
 # Each module defines ``register(subparsers)``, which adds its subcommand and sets
 # ``func`` (args -> exit code) on the parser.
 SUBCOMMAND_MODULES = (
@@ -31,7 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == [CHECK_EQUIVALENCE]:
+        words = [CHECK_EQUIVALENCE, *answers_last(words[1:])]
+    args = build_parser().parse_args(words)
     code: int = args.func(args)
     return code
 

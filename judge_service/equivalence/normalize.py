@@ -8,7 +8,7 @@ takes them. A few notations it misreads are rewritten first:
 - ``1.5e3`` would be 1.5·e·3 (Euler's number): it becomes ``1.5\\times 10^{3}``.
 - ``9^9^9^9`` would be ((9^9)^9)^9; a tower is read top-down, as in
   mathematics: ``9^{9^{9^{9}}}``.
-- ``x = 3 or x = 4`` becomes the list ``x = 3, x = 4``.
+- ``x = 3 or x = 4`` becomes the list ``x = 3, x = 4`` (and ``1, 2, and 3`` is ``1, 2, 3``).
 - With ``degrees_as_radians``, a degree sign becomes ``\\cdot\\frac{\\pi}{180}``.
 """
 
@@ -21,7 +21,9 @@ from judge_service.equivalence.result import EquivalencePolicy
 _DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed")
 _SCIENTIFIC = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?|\.\d+)[eE]([+-]?\d+)(?![\w.])")
 _DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree\b")
-_CONNECTIVE = re.compile(r"\s+(?:or|and)\s+")
+# The comma of "1, 2, and 3" goes with the connective: left behind, math-verify
+# reads "1, 2,, 3" as 3 alone.
+_CONNECTIVE = re.compile(r"\s*,?\s+(?:or|and)\s+")
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{4,}")
 _TEXT_GROUP = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname)\s*\{[^{}]*\}")
 _ATOM = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")

@@ -17,6 +17,7 @@ import math
 import time
 from typing import Any
 
+from judge_service.equivalence.coverage import unaccounted
 from judge_service.equivalence.normalize import prepare
 from judge_service.equivalence.result import EquivalencePolicy, EquivalenceResult
 
@@ -94,6 +95,19 @@ def _within_tolerance(gold: Any, pred: Any, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * max(abs(a), abs(b), 1e-300)
 
 
+def _whole_forms(name: str, text: str, forms: list[Any]) -> tuple[list[Any], str | None]:
+    """The forms that account for all of `text`, and why the side counts as read only in
+    part: when no form is whole, or math-verify's mathematics for it (not its text
+    fallback) all left something out."""
+    gaps = [unaccounted(text, form) for form in forms]
+    whole = [form for form, gap in zip(forms, gaps, strict=True) if gap is None]
+    telling = [(f, g) for f, g in zip(forms, gaps, strict=True) if _is_math(f) or not whole]
+    if not telling or any(gap is None for _, gap in telling):
+        return whole, None
+    form, gap = telling[0]
+    return whole, f"math-verify read only part of the {name}: its parse {_show(form)} {gap}"
+
+
 def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) -> EquivalenceResult:
     from math_verify import parse, verify
     from math_verify.errors import TimeoutException
@@ -111,9 +125,10 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
     def parsed_so_far() -> tuple[list[Any], list[Any]]:
         return (sides[0] if sides else []), []
 
-    for name, text in (("reference", gold), ("answer", pred)):
+    prepared = {"reference": prepare(gold, policy), "answer": prepare(pred, policy)}
+    for name, text in prepared.items():
         try:
-            forms = parse(prepare(text, policy), parsing_timeout=parse_alarm, raise_on_error=True)
+            forms = parse(text, parsing_timeout=parse_alarm, raise_on_error=True)
         except TimeoutException:
             return result("unknown", f"parsing the {name} timed out", *parsed_so_far())
         except (MemoryError, RecursionError) as exc:
@@ -128,10 +143,20 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
     golds, preds = sides
     if policy.percent == "strict":
         golds, preds = [_strict_percent(x) for x in golds], [_strict_percent(x) for x in preds]
+    # Only forms that account for their whole answer are compared (see coverage).
+    (golds_whole, gold_gap), (preds_whole, pred_gap) = (
+        _whole_forms(name, text, forms)
+        for (name, text), forms in zip(prepared.items(), (golds, preds), strict=True)
+    )
+    partial = gold_gap or pred_gap  # why a side was read only in part
+    if partial is not None and prepared["reference"] == prepared["answer"]:
+        return result("equivalent", "the two answers are the same text", golds, preds)
+    if partial is not None and not (golds_whole and preds_whole):
+        return result("unknown", partial, golds, preds)
 
     verify_alarm = _alarm_seconds(budget_s, 0.5)
     stopped: str | None = None  # why a comparison could not finish, if one could not
-    for g, p in itertools.product(golds, preds):
+    for g, p in itertools.product(golds_whole, preds_whole):
         try:
             same = verify(g, p, timeout_seconds=verify_alarm, raise_on_error=True)
         except TimeoutException:
@@ -145,14 +170,16 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
         if same and not _exactly_different(g, p):
             return result("equivalent", "math-verify found them equal", golds, preds)
     if policy.tolerance is not None:
-        for g, p in itertools.product(filter(_is_math, golds), filter(_is_math, preds)):
+        for g, p in itertools.product(filter(_is_math, golds_whole), filter(_is_math, preds_whole)):
             if _within_tolerance(g, p, policy.tolerance):
                 reason = f"equal within a relative tolerance of {policy.tolerance:g}"
                 return result("equivalent", reason, golds, preds)
+    if partial is not None:
+        return result("unknown", partial, golds, preds)
     if stopped is not None:
         return result("unknown", stopped, golds, preds)
-    if any(map(_is_math, golds)) != any(map(_is_math, preds)):
-        side = "reference" if not any(map(_is_math, golds)) else "answer"
+    if any(map(_is_math, golds_whole)) != any(map(_is_math, preds_whole)):
+        side = "reference" if not any(map(_is_math, golds_whole)) else "answer"
         return result("unknown", f"the {side} could not be read as mathematics", golds, preds)
     return result("not_equivalent", "math-verify found them different", golds, preds)
 

@@ -52,7 +52,7 @@ class JobService:
         )
         options_json = options.model_dump_json(by_alias=True, exclude_none=True)
         payloads = [
-            f'{{"advantage":{json.dumps(adv)},"rollout":{rollout.model_dump_json()}}}'
+            f'{{"advantage":{_advantage_json(adv)},"rollout":{rollout.model_dump_json()}}}'
             for rollout, adv in zip(body.rollouts, advantages, strict=True)
         ]
         digest = hashlib.sha256(options_json.encode())
@@ -154,3 +154,9 @@ class JobService:
         end = start + len(ready)
         next_cursor = None if end >= record.total else str(end)
         return '{"results":[' + ",".join(ready) + '],"next_cursor":' + json.dumps(next_cursor) + "}"
+
+
+def _advantage_json(advantage: credit_mod.GroupAdvantage | None) -> str:
+    if advantage is None:
+        return "null"
+    return json.dumps({"value": advantage.value, "group_scale": advantage.group_scale})

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from judge_service.credit import GroupAdvantage
 from judge_service.jobs.model import (
     CANCELLED,
     Entry,
@@ -174,7 +175,10 @@ class Worker:
             payload = json.loads(begin.payload or "{}")
             rollout = Rollout.model_validate(payload["rollout"])
             result, _ = await self.engine.for_tenant(tenant).judge_or_fail(
-                rollout, options, payload["advantage"], field=f"rollouts[{entry.index}]"
+                rollout,
+                options,
+                _advantage(payload.get("advantage")),
+                field=f"rollouts[{entry.index}]",
             )
             self.judged += 1
             kind: FinishKind = "failed" if result.status == "failed" else "done"
@@ -212,3 +216,12 @@ class Worker:
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
+
+
+def _advantage(stored: object) -> GroupAdvantage | None:
+    """The payload's advantage; a bare number is a payload queued by an older version."""
+    if isinstance(stored, dict):
+        return GroupAdvantage(float(stored["value"]), float(stored["group_scale"]))
+    if isinstance(stored, int | float):
+        return GroupAdvantage(float(stored), abs(float(stored)))
+    return None

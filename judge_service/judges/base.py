@@ -83,6 +83,18 @@ class Judge(ABC):
     name: str
     prompt_version: str
 
+    def key_material(
+        self, label_scores: Mapping[str, float], limits: JudgeLimits
+    ) -> dict[str, object]:
+        """What of the request's labels and limits can change this judge's spans (the cache
+        key). Validation sees the label names and each score's sign; a judge whose prompt
+        shows the scores, or whose session the limits bound, adds them."""
+        return {"labels": {label: _sign(score) for label, score in sorted(label_scores.items())}}
+
     @abstractmethod
     async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
         """Label spans of ``request.trace``; raise a JudgeError subclass on failure."""
+
+
+def _sign(score: float) -> int:
+    return (score > 0) - (score < 0)

@@ -14,6 +14,7 @@ from typing import Any
 
 import regex  # type: ignore[import-untyped]  # the stdlib `re` has no timeout
 
+from judge_service.spans import SpanLimits
 from judge_service.tools.base import Tool, ToolContext, ToolResult
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import escape_view_text, mark_every_token
@@ -168,18 +169,27 @@ class SubmitSpansTool(Tool):
 
     name = SUBMIT_SPANS
 
-    def __init__(self, labels: Sequence[str]) -> None:
+    def __init__(self, labels: Sequence[str], limits: SpanLimits | None = None) -> None:
+        limits = limits or SpanLimits()
+        max_spans, share = limits.max_spans, limits.max_region_share
         self.description = (
             "Submit your labelled spans; this ends the review. Each span: start and end "
             "(token indices from the ⟦n⟧ markers, end exclusive), label, confidence in [0, 1], "
-            "and evidence, a verbatim quote of at least 8 characters from inside the span. "
-            "Spans must not overlap. Submit an empty list if nothing qualifies."
+            "and evidence: a verbatim quote of at least 8 characters from the span's first "
+            "line (or the line after it). A span longer than two lines also needs evidence_end, "
+            "a quote from its last line (or the line before it). Mark steps, not regions: "
+            f"at most {limits.max_point_tokens} tokens per span (unproductive_repetition and "
+            f"neutral: at most {share:g} of the trace). verified_correction and unsupported "
+            f"only after an invalid span. At most {limits.max_per_line} spans start on one "
+            f"line, at most {max_spans} in all. Spans must not overlap. "
+            "Submit an empty list if nothing qualifies."
         )
         self.parameters = {
             "type": "object",
             "properties": {
                 "spans": {
                     "type": "array",
+                    "maxItems": max_spans,
                     "items": {
                         "type": "object",
                         "properties": {
@@ -188,6 +198,7 @@ class SubmitSpansTool(Tool):
                             "label": {"type": "string", "enum": list(labels)},
                             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
                             "evidence": {"type": "string"},
+                            "evidence_end": {"type": "string"},
                         },
                         "required": ["start", "end", "label", "confidence", "evidence"],
                         "additionalProperties": False,

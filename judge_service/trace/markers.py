@@ -3,9 +3,11 @@
 A marker ⟦n⟧ (n the original token index) goes before token n where n starts a
 line and every `every` tokens inside a long line. The trace is untrusted, so
 text that could be read as a marker, and control characters, are mapped to
-visible stand-ins: ⟦ ⟧ become 〚 〛, C0/C1 controls and bidi overrides become
-their control pictures. Validation folds quotes with the same map, so a judge
-may quote either form.
+visible stand-ins: ⟦ ⟧ become 〚 〛, runs of three or more ``<`` or ``>`` (the
+fence lines around the trace in the judge's prompt) become ‹‹‹ / ›››, C0/C1
+controls and bidi overrides become their control pictures. Every escape is one
+char for one, so offsets into the text hold for its escaped form. Validation
+folds quotes with the same map, so a judge may quote either form.
 """
 
 from __future__ import annotations
@@ -32,9 +34,22 @@ for _code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F):
     _ESCAPES[_code] = "\ufffd"
 
 
-def escape_view_text(text: str) -> str:
-    """Trace text as the judge sees it: no forgeable markers, no raw control chars."""
+_FENCE_RUN = re.compile(r"<{3,}|>{3,}")
+
+
+def _fence(match: re.Match[str]) -> str:
+    run = match.group()
+    return ("‹" if run[0] == "<" else "›") * len(run)
+
+
+def escape_chars(text: str) -> str:
+    """The char-by-char part of `escape_view_text` (markers and control characters)."""
     return text.translate(_ESCAPES)
+
+
+def escape_view_text(text: str) -> str:
+    """Trace text as the judge sees it: no forgeable markers or fences, no raw control chars."""
+    return _FENCE_RUN.sub(_fence, text.translate(_ESCAPES))
 
 
 def strip_markers(text: str) -> str:
@@ -71,10 +86,14 @@ def mark(
     stop = trace.num_tokens if end is None else end
     positions = [p for p in marker_positions(trace, every) if start < p < stop]
     cuts = [start, *positions, stop]
+    # Escaped whole (one char for one), so a fence run split by a marker is still caught.
+    low, high = trace.char_range(start, stop)
+    escaped = escape_view_text(trace.text[low:high])
     parts: list[str] = []
     for here, following in itertools.pairwise(cuts):
         parts.append(f"⟦{here}⟧")
-        parts.append(escape_view_text(trace.span_text(here, following)))
+        a, b = trace.char_range(here, following)
+        parts.append(escaped[a - low : b - low])
     return MarkedView("".join(parts), tuple(cuts[:-1]) if stop > start else ())
 
 

@@ -26,18 +26,25 @@ router = APIRouter(prefix="/v1", tags=["credit"])
     responses=ERROR_RESPONSES,
 )
 async def compute_credit(body: CreditRequestBody, settings: SettingsDep) -> CreditResponse:
-    """Per-token credit for spans over ``num_tokens`` tokens. Bounds, labels, confidence and
-    overlaps are validated as for a judge; evidence is not (there is no text to quote)."""
+    """Per-token credit for spans over ``num_tokens`` tokens. Bounds, labels, confidence,
+    span sizes, structure (a correction needs an earlier invalid) and overlaps are validated
+    as for a judge; evidence and lines are not (there is no text)."""
     if body.num_tokens > settings.max_tokens_per_rollout:
         raise InputError(
             f"exceeds the limit of {settings.max_tokens_per_rollout} tokens", field="num_tokens"
         )
     resolved = resolve(body.options, settings)
+    base = credit_mod.advantage_in_group(body.reward, body.group_rewards, reward_field="reward")
+    if resolved.kappa_mode == "relative" and base is None:
+        raise InputError(
+            "kappa_mode relative needs reward and group_rewards", field="options.kappa_mode"
+        )
     report = validate_spans(
-        [s.model_dump() for s in body.spans],
+        [s.model_dump(exclude_none=True) for s in body.spans],
         None,
         resolved.label_scores,
         num_tokens=body.num_tokens,
+        limits=resolved.span_limits,
     )
     credit = credit_mod.token_credit(
         body.num_tokens,
@@ -46,12 +53,17 @@ async def compute_credit(body: CreditRequestBody, settings: SettingsDep) -> Cred
         lam=resolved.lam,
         kappa=resolved.kappa,
         min_confidence=resolved.min_confidence,
+        kappa_mode=resolved.kappa_mode,
+        group_scale=None if base is None else base.group_scale,
     )
-    base = credit_mod.advantage_in_group(body.reward, body.group_rewards, reward_field="reward")
-    advantage = None if base is None else credit_mod.encode(credit.values + base, resolved.encoding)
+    advantage = None
+    if base is not None:
+        advantage = credit_mod.encode(credit.values + base.value, resolved.encoding)
     return CreditResponse(
         credit=credit_mod.encode(credit.values, resolved.encoding),
         credit_scale=credit.scale,
         advantage=advantage,
-        rejected_spans=[RejectedSpan(span=dict(r.span), reason=r.reason) for r in report.rejected],
+        rejected_spans=[
+            RejectedSpan(span=dict(r.span), code=r.code, reason=r.reason) for r in report.rejected
+        ],
     )

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import HTMLResponse
 
-from judge_service.api.deps import StoreDep, TenantDep
+from judge_service.api.deps import SettingsDep, StoreDep, TenantDep
 from judge_service.api.render import judgment_html
+from judge_service.config import Settings
 from judge_service.errors import InputError
 from judge_service.jobs.service import NotFoundError
-from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Result
+from judge_service.judgment import Judgment, to_result
+from judge_service.resolve import resolve
+from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Options, Result
 from judge_service.store import Store
-from judge_service.store.cache import as_encoded
 
 router = APIRouter(prefix="/v1/judgments", tags=["judgments"])
 _KEY = re.compile(r"sha256:[0-9a-f]{64}")
@@ -33,11 +36,14 @@ async def get_judgment(
     key: Annotated[str, Path(max_length=80)],
     store: StoreDep,
     tenant: TenantDep,
+    settings: SettingsDep,
     credit_encoding: Annotated[CreditEncoding, Query()] = "dense",
 ) -> Result:
-    """The judgment stored under a result's ``cache_key``, as it was first judged (its
-    usage included). Only ``ok`` results are stored; ``use_cache: false`` stores nothing."""
-    return as_encoded(await _stored(store, tenant, key), credit_encoding)
+    """The judgment stored under a result's ``cache_key``, as it was first judged (its usage
+    and transcript, if one was kept, included), with credit under the label scores it was
+    judged with and the server's default λ, κ and min_confidence. Only ``ok`` judgments are
+    stored; ``use_cache: false`` stores nothing."""
+    return _as_result(await _stored(store, tenant, key), key, settings, credit_encoding)
 
 
 @router.get(
@@ -47,13 +53,32 @@ async def get_judgment(
     responses=RESPONSES,
 )
 async def view_judgment(
-    key: Annotated[str, Path(max_length=80)], store: StoreDep, tenant: TenantDep
+    key: Annotated[str, Path(max_length=80)],
+    store: StoreDep,
+    tenant: TenantDep,
+    settings: SettingsDep,
 ) -> HTMLResponse:
     """The stored judgment as an HTML page: its spans painted over the response, each with
     its label, score, confidence and quoted evidence, and every rejected span with its
     reason."""
-    result = as_encoded(await _stored(store, tenant, key), "spans")
+    result = _as_result(await _stored(store, tenant, key), key, settings, "spans")
     return HTMLResponse(judgment_html(key, result))
+
+
+def _as_result(data: str, key: str, settings: Settings, encoding: CreditEncoding) -> Result:
+    judgment = Judgment.loads(data)
+    options = Options(credit_encoding=encoding, label_scores=judgment.label_scores)
+    resolved = replace(resolve(options, settings), include_transcript=True)
+    result, _ = to_result(
+        judgment,
+        rollout_id=judgment.rollout_id,
+        resolved=resolved,
+        advantage=None,
+        key=key,
+        began=0.0,
+        hit=False,
+    )
+    return result
 
 
 async def _stored(store: Store, tenant: str, key: str) -> str:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 
 from judge_service.config import Settings
 from judge_service.errors import InputError, JudgeError
-from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
+from judge_service.judges.base import Judge, JudgeLimits, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.conversation import Prompt, ToolSpec
 from judge_service.judges.llm.loop import LoopConfig, ToolLoop
@@ -29,6 +29,8 @@ from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import shared_limiter
 from judge_service.judges.llm.transcript import Transcript
 from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.resolve import span_limits
+from judge_service.spans import SpanLimits
 from judge_service.tools.base import Tool
 from judge_service.tools.trace_tools import (
     SUBMIT_SPANS,
@@ -66,11 +68,13 @@ class LLMJudge(Judge):
         prompts: PromptSet | None = None,
         config: LoopConfig | None = None,
         prices: PriceTable | None = None,
+        span_limits: SpanLimits | None = None,
     ) -> None:
         names = [tool.name for tool in tools]
         if SUBMIT_SPANS in names or len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique and not {SUBMIT_SPANS!r}: {names}")
         self.provider = provider
+        self.span_limits = span_limits or SpanLimits()
         self.name = provider.name
         self.tools = {tool.name: tool for tool in tools}
         # Per label set: the tool map and its specs (rendered once, reused by every rollout).
@@ -80,12 +84,22 @@ class LLMJudge(Judge):
         self.prices = prices or PriceTable()
         self.prompt_version = self.prompts.version_for(self._tools(list(DEFAULT_LABEL_SCORES))[1])
 
+    def key_material(
+        self, label_scores: Mapping[str, float], limits: JudgeLimits
+    ) -> dict[str, object]:
+        # The prompt shows every score, and the session's budget shapes what it finds.
+        return {
+            "label_scores": dict(sorted(label_scores.items())),
+            "limits": [limits.max_turns, limits.max_tool_calls, limits.deadline_s],
+        }
+
     def _tools(self, labels: Sequence[str]) -> tuple[dict[str, Tool], tuple[ToolSpec, ...]]:
         key = tuple(labels)
         if key not in self._tool_sets:
             if len(self._tool_sets) >= 64:  # label sets come from requests: keep it bounded
                 self._tool_sets.clear()
-            tools = dict(sorted({**self.tools, SUBMIT_SPANS: SubmitSpansTool(labels)}.items()))
+            submit = SubmitSpansTool(labels, self.span_limits)
+            tools = dict(sorted({**self.tools, SUBMIT_SPANS: submit}.items()))
             self._tool_sets[key] = tools, tuple(tool_spec(tool) for tool in tools.values())
         return self._tool_sets[key]
 
@@ -198,4 +212,5 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
             max_input_tokens=settings.llm_max_input_tokens,
         ),
         prices=PriceTable(settings.llm_prices, settings.llm_cache_ttl),
+        span_limits=span_limits(settings),
     )

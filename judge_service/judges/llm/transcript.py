@@ -70,7 +70,10 @@ class Transcript:
                 "type": "rejections",
                 "turn": turn,
                 "accepted": len(report.accepted),
-                "rejected": [{"span": dict(r.span), "reason": r.reason} for r in report.rejected],
+                "rejected": [
+                    {"span": dict(r.span), "code": r.code, "reason": r.reason}
+                    for r in report.rejected
+                ],
             }
         )
 

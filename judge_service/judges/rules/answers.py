@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from judge_service.equivalence.coverage import unaccounted
 from judge_service.judges.rules.arithmetic import ParseError, parse_number_expr
 from judge_service.trace.answers import BoxedAnswer, last_boxed
 
@@ -25,15 +26,19 @@ def locate_final_answer(text: str, final_answer: str | None) -> BoxedAnswer | No
     return None
 
 
-def normalise_answer(answer: str) -> str:
+def normalise_answer(answer: str, spaces: str = "") -> str:
+    """`answer` without wrappers, LaTeX spacing, dollars or a leading ``x =``; runs of
+    white space become `spaces` (kept, they tell the list ``1, 234`` from ``1,234``)."""
     answer = _WRAPPERS.sub(r"\1", answer)
-    answer = _NOISE.sub("", answer).rstrip(".")
-    answer = re.sub(r"^[a-zA-Z]\s*=", "", answer)
+    answer = _NOISE.sub(lambda m: spaces if m.group().isspace() else "", answer)
+    answer = answer.strip().rstrip(".")
+    answer = re.sub(r"^[a-zA-Z]\s*=\s*", "", answer)
     return answer.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
 
 
 def answers_match(answer: str, reference: str | None, reward: float | None) -> bool | None:
-    """True/False when decidable: exact numbers, or equal normalised strings. Otherwise the
+    """True/False when decidable: equal normalised strings, or exact numbers whose parse
+    accounts for the whole answer (the equivalence checker's rule). Otherwise the
     verifier's verdict (reward > 0) when there is one, else None (no label)."""
     if reference is None or not reference.strip():
         return None
@@ -41,9 +46,15 @@ def answers_match(answer: str, reference: str | None, reward: float | None) -> b
     if left == right:
         return True
     try:
-        return bool(parse_number_expr(left) == parse_number_expr(right))
+        values = parse_number_expr(left), parse_number_expr(right)
     except ParseError:
         pass
+    else:
+        # The lexer drops the spaces that made "1, 234" a list: the checker's rule on
+        # the spaced text keeps such a parse from deciding.
+        texts = normalise_answer(answer, " "), normalise_answer(reference, " ")
+        if all(unaccounted(t, v) is None for t, v in zip(texts, values, strict=True)):
+            return bool(values[0] == values[1])
     if reward is not None:
         return reward > 0
     return None

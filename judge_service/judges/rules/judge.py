@@ -1,37 +1,52 @@
 """The rules judge: the embedded default that needs no API key.
 
-It reads the trace line by line and labels what it can check exactly:
+It reads the trace line by line and labels what it can check exactly, by the
+rubric it hands the LLM judges (``prompts/v1/rubric.md``):
 
-* every numeric ``a = b`` link (`claims.find_links`): false -> ``invalid``;
-  true -> ``valid_progress``; true and recomputing the left side of an earlier
-  false claim -> ``verified_correction``; true but built on a value produced by
-  an unrepaired false claim -> ``unsupported`` (and its result is tainted too);
+* every numeric ``a = b`` link (`claims.find_links`): false -> ``invalid`` when it is
+  the original error; false but computed from or landing on a tainted value (one
+  produced by an unrepaired false claim: "340 + 78 = 419" after "17 × 4 = 78", or the
+  error restated) -> ``unsupported``, its result tainted too; true and recomputing the
+  left side of an earlier false claim -> ``verified_correction``; true but built on a
+  tainted value -> ``unsupported``; otherwise ``valid_progress``, except re-checks;
+* re-checks, by the rubric's rule: a true claim with the same left side and result as
+  one already made is ``unproductive_repetition``; a claim relating the same numbers as
+  an established one (turned around: "24 × 17 = 408" or "408 / 24 = 17" after
+  "17 × 24 = 408") re-checks it, ``valid_progress`` the first time and
+  ``unproductive_repetition`` after. A re-check by another route ("17 × 25 - 17 = 408")
+  is not recognised and stays ``valid_progress``: a coincidence of values is no proof;
 * lines that only restate a tainted value -> ``unsupported``;
 * sentences that repeat earlier content (near-duplicates) -> ``unproductive_repetition``;
-* the final answer span against ``reference_answer`` -> ``valid_progress`` / ``invalid``.
+* the final answer span against ``reference_answer`` -> ``valid_progress``, or when
+  wrong ``unsupported`` if it is a tainted value, else ``invalid``.
 
-It quotes evidence like any judge and its spans go through the same validation.
+It quotes evidence like any judge and its spans go through the same validation;
+`shape.shape_spans` makes sure that validation accepts all of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 
 from judge_service import labels as L
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
-from judge_service.judges.rules.answers import answers_match, locate_final_answer
-from judge_service.judges.rules.claims import find_links
+from judge_service.judges.rules.answers import answers_match, locate_final_answer, normalise_answer
+from judge_service.judges.rules.arithmetic import ParseError, parse_number_expr
+from judge_service.judges.rules.claims import Link, find_links
 from judge_service.judges.rules.repetition import RepetitionIndex
+from judge_service.judges.rules.shape import TokenSpan, shape_spans
+from judge_service.spans import SpanLimits
 from judge_service.trace.decode import Trace
 
-PROMPT_VERSION = "rules-1"
-EVIDENCE_CHARS = 160
+PROMPT_VERSION = "rules-2"
 
-# When two findings cover the same tokens, the more important one keeps them.
+# When two findings cover the same tokens, the more important one keeps them; the same
+# order decides which spans stay on a crowded line.
 PRIORITY = {
     L.INVALID: 0,
     L.VERIFIED_CORRECTION: 1,
@@ -46,6 +61,7 @@ CONFIDENCE = {
     L.VALID_PROGRESS: 0.9,
     L.UNPRODUCTIVE_REPETITION: 0.75,
 }
+ANSWER_CONFIDENCE = 0.9
 
 SENTENCE_LABELS = frozenset({L.UNSUPPORTED, L.UNPRODUCTIVE_REPETITION})
 
@@ -54,6 +70,20 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
 _CORRECTION_WORDS = re.compile(
     r"\b(wait|actually|mistake|wrong|incorrect|error|oops|instead|not|isn't|correct(?:ion|ed)?)\b",
     re.IGNORECASE,
+)
+# Spellings of one operation, so that "17 \times 24" repeats "17 × 24".
+_SPELLINGS = (
+    ("\\times", "×"),
+    ("\\cdot", "×"),
+    ("·", "×"),
+    ("*", "×"),
+    ("\\div", "/"),
+    ("÷", "/"),
+    ("−", "-"),
+    ("\\dfrac", "\\frac"),
+    ("\\tfrac", "\\frac"),
+    ("\\left", ""),
+    ("\\right", ""),
 )
 
 
@@ -68,25 +98,41 @@ class Finding:
 
 
 @dataclass
-class _Error:
-    left_value: sympy.Expr
-    wrong_value: sympy.Expr
-    repaired: bool = False
+class Reading:
+    findings: list[Finding]
+    false_links: list[tuple[int, int]]  # char ranges of every false link (for grounding)
 
 
 def _numbers(text: str) -> list[sympy.Rational]:
     return [sympy.Rational(m.group()) for m in _NUMBER.finditer(text)]
 
 
+def _relation(*sides: str) -> tuple[sympy.Rational, ...]:
+    """The numbers a claim relates, signs and order aside: "17 × 24 = 408", "24 × 17 = 408"
+    and "408 / 24 = 17" state one relation."""
+    return tuple(sorted(abs(n) for side in sides for n in _numbers(side)))
+
+
+def _normal(expression: str) -> str:
+    out = "".join(expression.split())
+    for spelling, canonical in _SPELLINGS:
+        out = out.replace(spelling, canonical)
+    return out
+
+
+@dataclass
 class _Reader:
     """Walks the lines of one trace, keeping the state that links claims across lines."""
 
-    def __init__(self) -> None:
-        self.findings: list[Finding] = []
-        self.errors: list[_Error] = []
-        self.tainted: set[sympy.Expr] = set()
-        self.repeats = RepetitionIndex()
-        self.checked: set[tuple[str, str]] = set()
+    findings: list[Finding] = field(default_factory=list)
+    false_links: list[tuple[int, int]] = field(default_factory=list)
+    # Unrepaired false claims: the value of their left side -> the wrong values given.
+    errors: dict[sympy.Expr, list[sympy.Expr]] = field(default_factory=dict)
+    tainted: set[sympy.Expr] = field(default_factory=set)
+    claims: set[tuple[str, sympy.Expr]] = field(default_factory=set)  # true: (left, value)
+    # Relations established by true claims -> how often each was re-checked since.
+    rechecks: dict[tuple[sympy.Rational, ...], int] = field(default_factory=dict)
+    repeats: RepetitionIndex = field(default_factory=RepetitionIndex)
 
     def _uses_tainted(self, text: str) -> bool:
         return bool(self.tainted) and any(n in self.tainted for n in _numbers(text))
@@ -114,38 +160,63 @@ class _Reader:
     def _claims(self, line: str, base: int) -> list[Finding]:
         found: list[Finding] = []
         previous_end = -1
+        sides: list[str] = []  # of the chain `a = b = c` the link belongs to
         for link in find_links(line):
-            start = link.left_start if link.left_start >= previous_end else previous_end
+            chained = link.left_start < previous_end
+            start = previous_end if chained else link.left_start
             previous_end = link.right_end
-            if link.trivial:
-                continue
-            label = self._judge_link(link.left_text, link.left_value, link.right_value, link.holds)
-            claim = (_compact(link.left_text), _compact(link.right_text))
-            if label == L.VALID_PROGRESS and claim in self.checked:
-                label = L.UNPRODUCTIVE_REPETITION  # the same true claim, checked again
-            self.checked.add(claim)
-            found.append(Finding(base + start, base + link.right_end, label, CONFIDENCE[label]))
+            sides = sides if chained else [link.left_text]
+            if not link.holds and not link.trivial:
+                self.false_links.append((base + link.left_start, base + link.right_end))
+            if not link.trivial:
+                label = self._judge_link(link, sides)
+                found.append(Finding(base + start, base + link.right_end, label, CONFIDENCE[label]))
+            sides.append(link.right_text)
         return found
 
-    def _judge_link(self, left_text: str, left: sympy.Expr, right: sympy.Expr, holds: bool) -> str:
-        if not holds:
-            self.errors.append(_Error(left, right))
-            self.tainted.add(right)
+    def _judge_link(self, link: Link, sides: list[str]) -> str:
+        claim = (_normal(link.left_text), link.right_value)
+        if not link.holds:
+            # Only the original false claim is invalid: one computed from a tainted value
+            # ("340 + 78 = 419" after "17 × 4 = 78"), or landing on one (the unrepaired
+            # error restated), depends on that error.
+            dependent = (
+                link.right_value in self.tainted
+                or self._uses_tainted(link.left_text)
+                or self._uses_tainted(link.right_text)
+            )
+            self.tainted.add(link.right_value)
+            if dependent:
+                return L.UNSUPPORTED
+            self.errors.setdefault(link.left_value, []).append(link.right_value)
             return L.INVALID
-        repaired = [e for e in self.errors if not e.repaired and e.left_value == left]
+        repaired = self.errors.pop(link.left_value, None)
         if repaired:
-            for error in repaired:
-                error.repaired = True
-                self.tainted.discard(error.wrong_value)
+            self.tainted.difference_update(repaired)
+            self._establish(claim, sides, link.right_text)
             return L.VERIFIED_CORRECTION
-        if self._uses_tainted(left_text):
-            self.tainted.add(right)
+        if self._uses_tainted(link.left_text):
+            self.tainted.add(link.right_value)
             return L.UNSUPPORTED
+        if claim in self.claims:
+            return L.UNPRODUCTIVE_REPETITION  # the same computation, done again
+        checked = self._establish(claim, sides, link.right_text)
+        if checked and min(checked) > 0:
+            return L.UNPRODUCTIVE_REPETITION  # a result re-checked before, re-checked again
         return L.VALID_PROGRESS
 
-
-def _compact(expression: str) -> str:
-    return "".join(expression.split())
+    def _establish(self, claim: tuple[str, sympy.Expr], sides: list[str], right: str) -> list[int]:
+        """Records a true claim and the relations it states with each earlier side of its
+        chain (a = b = c also states a = c); returns how often each relation already known
+        had been re-checked (empty: a new result)."""
+        self.claims.add(claim)
+        checked: list[int] = []
+        for relation in dict.fromkeys(_relation(side, right) for side in sides):
+            count = self.rechecks.get(relation)
+            self.rechecks[relation] = 0 if count is None else count + 1
+            if count is not None:
+                checked.append(count)
+        return checked
 
 
 def _sentences(line: str) -> list[tuple[int, int, str]]:
@@ -171,63 +242,90 @@ def _lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def label_trace(request: JudgeRequest) -> list[Finding]:
+def read_trace(request: JudgeRequest) -> Reading:
     reader = _Reader()
     for base, line in _lines(request.trace.text):
         if line.strip():
             reader.read_line(line, base)
-    findings = reader.findings
+    reading = Reading(reader.findings, reader.false_links)
     answer = locate_final_answer(request.trace.text, request.final_answer)
     if answer is None:
-        return findings
+        return reading
     verdict = answers_match(answer.content, request.reference_answer, request.reward)
     if verdict is None:
-        return findings
+        return reading
     # The answer gets its own verdict; a sentence-level label around it would only
     # leave fragments such as "\boxed{" behind.
-    kept = [
+    reading.findings = [
         f
-        for f in findings
+        for f in reading.findings
         if f.label not in SENTENCE_LABELS
         or f.char_end <= answer.start
         or f.char_start >= answer.end
     ]
-    kept.append(Finding(answer.start, answer.end, L.VALID_PROGRESS if verdict else L.INVALID, 0.9))
-    return kept
+    label = L.VALID_PROGRESS
+    if not verdict:
+        # A wrong answer that carries an error's value forward depends on that error.
+        label = L.UNSUPPORTED if _value(answer.content) in reader.tainted else L.INVALID
+    reading.findings.append(Finding(answer.start, answer.end, label, ANSWER_CONFIDENCE))
+    return reading
 
 
-def to_token_spans(findings: list[Finding], trace: Trace) -> list[dict[str, object]]:
-    """Char findings to non-overlapping token spans with their evidence quotes."""
+def _value(answer: str) -> sympy.Expr | None:
+    try:
+        return parse_number_expr(normalise_answer(answer))
+    except ParseError:
+        return None
+
+
+def to_token_spans(findings: list[Finding], trace: Trace) -> list[TokenSpan]:
+    """Char findings to non-overlapping token spans, the more important first."""
     ordered = sorted(findings, key=lambda f: (PRIORITY.get(f.label, 9), f.char_start, -f.char_end))
-    taken: list[tuple[int, int]] = []
-    spans: list[dict[str, object]] = []
+    starts: list[int] = []  # the spans taken so far, disjoint, by start
+    ends: list[int] = []
+    spans: list[TokenSpan] = []
     for finding in ordered:
         start, end = trace.tokens_for_chars(finding.char_start, finding.char_end)
-        for a, b in sorted(taken):
-            if a <= start < b:
-                start = b
-            if start < a < end:
-                end = a
+        at = bisect.bisect_right(starts, start) - 1
+        while 0 <= at < len(starts) and starts[at] <= start < ends[at]:
+            start, at = ends[at], at + 1  # begins inside a taken span: start after it
+        after = bisect.bisect_right(starts, start)
+        if after < len(starts) and starts[after] < end:
+            end = starts[after]  # runs into a taken span: stop before it
         if start >= end:
             continue
-        taken.append((start, end))
-        evidence = trace.span_text(start, end).strip()[:EVIDENCE_CHARS]
-        spans.append(
-            {
-                "start": start,
-                "end": end,
-                "label": finding.label,
-                "confidence": finding.confidence,
-                "evidence": evidence,
-            }
-        )
-    return sorted(spans, key=lambda s: int(str(s["start"])))
+        starts.insert(after, start)
+        ends.insert(after, end)
+        spans.append(TokenSpan(start, end, finding.label, finding.confidence))
+    return sorted(spans, key=lambda s: s.start)
+
+
+def judge_spans(request: JudgeRequest, limits: SpanLimits) -> list[dict[str, object]]:
+    """The rules judge's submission for one trace: every span passes validation."""
+    reading = read_trace(request)
+    return shape_spans(
+        to_token_spans(reading.findings, request.trace),
+        request.trace,
+        priority=PRIORITY,
+        positive=frozenset(label for label, score in request.label_scores.items() if score > 0),
+        false_links=reading.false_links,
+        limits=limits,
+    )
 
 
 class RulesJudge(Judge):
     name = "rules"
     prompt_version = PROMPT_VERSION
 
+    def __init__(
+        self, max_point_tokens: int = 512, max_region_share: float = 0.5, max_spans: int = 256
+    ) -> None:
+        self.limits = SpanLimits(
+            max_point_tokens=max_point_tokens,
+            max_region_share=max_region_share,
+            max_spans=max_spans,
+        )
+
     async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
-        spans = await asyncio.to_thread(lambda: to_token_spans(label_trace(request), request.trace))
+        spans = await asyncio.to_thread(judge_spans, request, self.limits)
         return JudgeOutcome(spans=list(spans), turns=1)

@@ -1,0 +1,155 @@
+"""The comparison form of text, with a map back to the original characters.
+
+Validation compares a judge's quotes with the trace after *folding* both:
+the view's escapes (forged ⟦ ⟧ and fence runs, control characters), Unicode
+compatibility decomposition (NFKD, char by char, so that every folded char
+keeps the index of the original char it came from; NFKD and NFKC identify the
+same strings), and whitespace runs collapsed to one space. A quote also loses
+the ⟦n⟧ markers it copied from the view.
+
+The trace is folded once per rollout, with numpy: the per-char work is done
+once per *distinct* code point, so a 100k-token trace folds in milliseconds and
+a hostile submission of hundreds of spans only slices the folded text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
+from judge_service.trace.markers import escape_chars, strip_markers
+
+IntArray = npt.NDArray[np.int64]
+
+_WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)
+_SPACE = ord(" ")
+
+
+@lru_cache(maxsize=65536)
+def _fold_char(code: int) -> str:
+    # Escape first (a C1 control must not survive NFKD), then again: NFKD can produce
+    # characters the view escapes (e.g. a compatibility form of a bracket or control).
+    char = chr(code)
+    return escape_chars(unicodedata.normalize("NFKD", escape_chars(char)))
+
+
+def _codes(text: str) -> npt.NDArray[np.uint32]:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), "<u4")
+
+
+def _text(codes: npt.NDArray[np.uint32]) -> str:
+    return codes.astype("<u4").tobytes().decode("utf-32-le", "surrogatepass")
+
+
+def _substitute(codes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.uint32], IntArray]:
+    """Each code point replaced by its folded form; the origin of every output char."""
+    n = codes.shape[0]
+    origin = np.arange(n, dtype=np.int64)
+    if n == 0:
+        return codes, origin
+    distinct = np.unique(codes)
+    changed = {int(c): _fold_char(int(c)) for c in distinct.tolist()}
+    changed = {c: s for c, s in changed.items() if s != chr(c)}
+    if not changed:
+        return codes, origin
+    lengths = np.ones(n, np.int64)
+    special = np.isin(codes, np.fromiter(changed, np.uint32, len(changed)))
+    positions = np.flatnonzero(special)
+    for code, replacement in changed.items():
+        lengths[positions[codes[positions] == code]] = len(replacement)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    out = np.empty(int(lengths.sum()), np.uint32)
+    plain = ~special
+    out[starts[plain]] = codes[plain]
+    for code, replacement in changed.items():
+        at = starts[positions[codes[positions] == code]]
+        for k, char in enumerate(replacement):
+            out[at + k] = ord(char)
+    return out, np.repeat(origin, lengths)
+
+
+def _escape_fences(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    """Runs of three or more ``<`` / ``>`` as the view shows them (‹ ›): a fence can't be forged."""
+    out = codes.copy()
+    for raw, shown in (("<", "‹"), (">", "›")):
+        hit = (codes == ord(raw)).astype(np.int8)
+        if not hit.any():
+            continue
+        edges = np.diff(np.concatenate(([0], hit, [0])))
+        run_starts, run_ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        for a, b in zip(run_starts.tolist(), run_ends.tolist(), strict=True):
+            if b - a >= 3:
+                out[a:b] = ord(shown)
+    return out
+
+
+def _collapse(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
+    """Which chars survive whitespace collapsing (the first of each run); spaces become ' '."""
+    space = np.isin(codes, _WHITESPACE)
+    keep = ~space
+    keep[1:] |= space[1:] & ~space[:-1]
+    if space.shape[0]:
+        keep[0] |= space[0]
+    codes[space] = _SPACE
+    return keep
+
+
+def fold_with_origin(text: str) -> tuple[str, IntArray]:
+    """`text` folded (not stripped), and for each folded char the index of its source char."""
+    codes, origin = _substitute(_codes(text))
+    codes = _escape_fences(codes)
+    keep = _collapse(codes)
+    return _text(codes[keep]), origin[keep]
+
+
+_FENCE_RUN = re.compile(r"<{3,}|>{3,}")
+_SPACES = re.compile(r"\s+")
+
+
+def _fence(match: re.Match[str]) -> str:
+    return ("‹" if match.group()[0] == "<" else "›") * len(match.group())
+
+
+def fold(text: str, *, quote: bool = True) -> str:
+    """The comparison form of `text`, stripped; a quote loses copied ⟦n⟧ markers first.
+
+    Plain string work (the same per-char map as `fold_with_origin`): for the short texts
+    it is used on, numpy's fixed cost per call would dominate.
+    """
+    if quote:
+        text = strip_markers(text)
+    # NFKD leaves ASCII alone; only the view's escapes (control characters) apply to it.
+    folded = escape_chars(text) if text.isascii() else "".join(map(_fold_char, map(ord, text)))
+    if "<<<" in folded or ">>>" in folded:
+        folded = _FENCE_RUN.sub(_fence, folded)
+    return _SPACES.sub(" ", folded).strip(" ")
+
+
+@dataclass(frozen=True, eq=False)
+class FoldedText:
+    """A trace's folded text, with the folded position of every token boundary."""
+
+    text: str
+    origin: IntArray  # folded char -> original char
+    token_starts: IntArray  # token t starts at folded position token_starts[t]; [T] = len(text)
+    char_ends: IntArray  # the trace's offsets[1:], for char -> token lookups
+
+    @classmethod
+    def build(cls, text: str, offsets: IntArray) -> FoldedText:
+        folded, origin = fold_with_origin(text)
+        starts = np.searchsorted(origin, offsets, side="left").astype(np.int64)
+        return cls(folded, origin, starts, np.asarray(offsets[1:], np.int64))
+
+    def token_at(self, position: int) -> int:
+        """The token owning the original char behind folded position `position`."""
+        char = int(self.origin[position])
+        return int(np.searchsorted(self.char_ends, char, side="right"))
+
+    def tokens_of(self, position: int, length: int) -> tuple[int, int]:
+        """The token range ``[a, b)`` covering folded chars ``[position, position + length)``."""
+        return self.token_at(position), self.token_at(position + length - 1) + 1

@@ -1,0 +1,176 @@
+"""A judgment, and the result a request gets from it.
+
+What is cached is the judgment, not the credit (DESIGN "Credit"): the accepted
+spans, every rejection (with its round), the judge's usage and, when the
+judging request asked for it, the transcript. The credit knobs (λ, κ,
+``kappa_mode``, ``min_confidence``, label scores, the encoding) and the
+group's advantage are applied per request by `to_result`, so a sweep over them
+reuses one judgment and never pays a judge again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from judge_service import credit as credit_mod
+from judge_service.credit import FloatArray, GroupAdvantage
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.resolve import Resolved
+from judge_service.schemas import JudgeInfo, RejectedSpan, Result, SpanOut, Status
+from judge_service.spans import Rejection, Span
+
+FORMAT = 2  # of the stored JSON; version 1 stored the credit of the first request
+NO_TRANSCRIPT = (
+    "no transcript was kept for this cached judgment: the request that judged it did not ask "
+    "for one. Repeat with options.use_cache false to judge again with a transcript."
+)
+
+
+@dataclass
+class Judgment:
+    status: Status
+    num_tokens: int
+    info: JudgeInfo  # the judging: name, prompt version, turns, usage, latency, rejections
+    spans: list[Span] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    label_scores: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LABEL_SCORES))
+    error: str | None = None
+    transcript: list[dict[str, Any]] | None = None  # kept when the judging request asked
+    rollout_id: str = ""  # of the request that judged it (a hit answers with its own id)
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "status": self.status,
+                "num_tokens": self.num_tokens,
+                "judge": self.info.model_dump(mode="json", exclude_none=True),
+                "spans": [span.as_dict() for span in self.spans],
+                "rejected": [_rejection_dict(r) for r in self.rejected],
+                "label_scores": self.label_scores,
+                "error": self.error,
+                "transcript": self.transcript,
+                "rollout_id": self.rollout_id,
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def loads(cls, data: str) -> Judgment:
+        stored = json.loads(data)
+        if stored.get("format") != FORMAT:
+            return _from_stored_result(stored)
+        return cls(
+            status=stored["status"],
+            num_tokens=int(stored["num_tokens"]),
+            info=JudgeInfo.model_validate(stored["judge"]),
+            spans=[_span(s) for s in stored["spans"]],
+            rejected=[_rejection(r) for r in stored["rejected"]],
+            label_scores={str(k): float(v) for k, v in stored["label_scores"].items()},
+            error=stored.get("error"),
+            transcript=stored.get("transcript"),
+            rollout_id=str(stored.get("rollout_id", "")),
+        )
+
+
+def to_result(
+    judgment: Judgment,
+    *,
+    rollout_id: str,
+    resolved: Resolved,
+    advantage: GroupAdvantage | None,
+    key: str | None,
+    began: float,
+    hit: bool,
+) -> tuple[Result, FloatArray]:
+    """The result of one request: the judgment with this request's credit options applied.
+    A hit reports zero usage (it cost no judge tokens) and this request's latency."""
+    scores = resolved.label_scores
+    credit = credit_mod.token_credit(
+        judgment.num_tokens,
+        judgment.spans,
+        scores,
+        lam=resolved.lam,
+        kappa=resolved.kappa,
+        min_confidence=resolved.min_confidence,
+        kappa_mode=resolved.kappa_mode,
+        group_scale=None if advantage is None else advantage.group_scale,
+    )
+    span_scores = credit_mod.span_scores(judgment.spans, scores, resolved.min_confidence)
+    info = judgment.info.model_copy(deep=True)
+    if hit:
+        info.input_tokens = info.cache_write_tokens = info.cache_read_tokens = 0
+        info.output_tokens = 0
+        info.cost_usd = None if info.cost_usd is None else 0.0
+        info.latency_ms = round((time.perf_counter() - began) * 1000)
+    encoding = resolved.encoding
+    values = credit.values
+    result = Result(
+        id=rollout_id,
+        status=judgment.status,
+        num_tokens=judgment.num_tokens,
+        spans=[
+            SpanOut(score=score, **span.as_dict())
+            for span, score in zip(judgment.spans, span_scores, strict=True)
+        ],
+        rejected_spans=[RejectedSpan(**_rejection_dict(r)) for r in judgment.rejected],
+        credit=credit_mod.encode(values, encoding),
+        credit_scale=credit.scale,
+        advantage=(
+            None if advantage is None else credit_mod.encode(values + advantage.value, encoding)
+        ),
+        judge=info,
+        cache_key=key,
+        error=judgment.error,
+        transcript=_transcript(judgment, resolved.include_transcript, hit),
+    )
+    return result, values
+
+
+def _transcript(judgment: Judgment, asked: bool, hit: bool) -> list[dict[str, Any]] | None:
+    if not asked:
+        return None
+    if judgment.transcript is None and hit:
+        return [{"type": "note", "text": NO_TRANSCRIPT}]
+    return judgment.transcript
+
+
+def _rejection_dict(r: Rejection) -> dict[str, Any]:
+    return {"span": dict(r.span), "code": r.code, "reason": r.reason, "round": r.round}
+
+
+def _rejection(data: dict[str, Any]) -> Rejection:
+    return Rejection(
+        dict(data.get("span") or {}),
+        str(data.get("code", "unclassified")),
+        str(data.get("reason", "")),
+        int(data.get("round", 1)),
+    )
+
+
+def _span(data: dict[str, Any]) -> Span:
+    return Span(
+        int(data["start"]),
+        int(data["end"]),
+        str(data["label"]),
+        float(data["confidence"]),
+        str(data.get("evidence", "")),
+        data.get("evidence_end"),
+    )
+
+
+def _from_stored_result(stored: dict[str, Any]) -> Judgment:
+    """A judgment stored before judgments were (a whole result with its credit)."""
+    return Judgment(
+        status=stored.get("status", "ok"),
+        num_tokens=int(stored.get("num_tokens", 0)),
+        info=JudgeInfo.model_validate(stored.get("judge") or {"name": "?", "prompt_version": "?"}),
+        spans=[_span(s) for s in stored.get("spans", [])],
+        rejected=[_rejection(r) for r in stored.get("rejected_spans", [])],
+        error=stored.get("error"),
+        rollout_id=str(stored.get("id", "")),
+    )
