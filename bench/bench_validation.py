@@ -37,9 +37,7 @@ from judge_service.devtools.arith_traces import trace_text
 from judge_service.devtools.attacks import (
     ATTACK_TRACE,
     ERROR_LINE,
-    Attack,
     attacks,
-    sound_spans,
 )
 from judge_service.devtools.tokenizers import build_byte_level_bpe, synthetic_trace
 from judge_service.folding import FoldedText
@@ -379,29 +377,9 @@ def _error_credit(trace: Trace, accepted: Sequence[Any]) -> float:
     return float(credit.values[a:b].sum())
 
 
-def region_probe(trace: Trace) -> Attack:
-    """Not in `attacks`: a region label, anchored at both ends and within the region share,
-    at confidence 1.0 over the erroneous line; every rule of v2 lets it through."""
-    lines = _lines(trace)
-    first = next(i for i, (_, _, text) in enumerate(lines) if text.startswith("Let me compute"))
-    last = max(
-        i for i, (_, b, _) in enumerate(lines) if b - lines[first][0] <= trace.num_tokens // 2
-    )
-    start, end = lines[first][0], lines[last][1]
-    span = _span(start, end, "neutral", 1.0, lines[first][2][:24], lines[last][2][-24:])
-    share = (end - start) / trace.num_tokens
-    return Attack(
-        "neutral_over_the_error (extra probe)",
-        f"neutral at confidence 1.0 over lines {first + 1}–{last + 1} ({share:.0%} of the "
-        "trace, the error inside), quoting its first and last line",
-        [span],
-        sound_spans(trace),
-    )
-
-
 def attack_rows(trace: Trace, old: types.ModuleType) -> list[list[str]]:
     rows = []
-    for attack in [*attacks(trace), region_probe(trace)]:
+    for attack in attacks(trace):
         before = old.validate_spans(attack.spans, trace, DEFAULT_LABEL_SCORES).accepted
         report = Validator(trace, DEFAULT_LABEL_SCORES).check(attack.spans)
         after = report.accepted

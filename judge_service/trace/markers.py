@@ -35,6 +35,9 @@ for _code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F):
 
 
 _FENCE_RUN = re.compile(r"<{3,}|>{3,}")
+# Most traces need no escape at all: one scan for any escaped char is cheaper than
+# `str.translate` (a dict lookup per char) over the whole text.
+_NEEDS_ESCAPE = re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(_ESCAPES)) + "]")
 
 
 def _fence(match: re.Match[str]) -> str:
@@ -44,12 +47,15 @@ def _fence(match: re.Match[str]) -> str:
 
 def escape_chars(text: str) -> str:
     """The char-by-char part of `escape_view_text` (markers and control characters)."""
-    return text.translate(_ESCAPES)
+    return text.translate(_ESCAPES) if _NEEDS_ESCAPE.search(text) else text
 
 
 def escape_view_text(text: str) -> str:
     """Trace text as the judge sees it: no forgeable markers or fences, no raw control chars."""
-    return _FENCE_RUN.sub(_fence, text.translate(_ESCAPES))
+    text = escape_chars(text)
+    if "<<<" in text or ">>>" in text:
+        text = _FENCE_RUN.sub(_fence, text)
+    return text
 
 
 def strip_markers(text: str) -> str:
@@ -87,12 +93,12 @@ def mark(
     positions = [p for p in marker_positions(trace, every) if start < p < stop]
     cuts = [start, *positions, stop]
     # Escaped whole (one char for one), so a fence run split by a marker is still caught.
-    low, high = trace.char_range(start, stop)
-    escaped = escape_view_text(trace.text[low:high])
+    chars = trace.offsets[cuts].tolist()
+    low = chars[0]
+    escaped = escape_view_text(trace.text[low : chars[-1]])
     parts: list[str] = []
-    for here, following in itertools.pairwise(cuts):
+    for here, a, b in zip(cuts, chars, chars[1:], strict=False):
         parts.append(f"⟦{here}⟧")
-        a, b = trace.char_range(here, following)
         parts.append(escaped[a - low : b - low])
     return MarkedView("".join(parts), tuple(cuts[:-1]) if stop > start else ())
 
