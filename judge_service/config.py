@@ -20,6 +20,10 @@ class Settings(BaseSettings):
 
     # Judging defaults (a request's options override them within the limits below).
     default_judge: str = "rules"
+    # Which `options.judge` a request may name: fnmatch patterns of provider:model, e.g.
+    # "openai:gpt-5*,rules". Unset: the default judge and rules only.
+    allowed_judges: Annotated[list[str] | None, NoDecode] = None
+    judge_cache_size: int = Field(default=16, ge=1, le=1024)  # built judges kept (LRU)
     default_tokenizer: str | None = None
     default_lambda: float = 0.25
     default_kappa: float = 0.25
@@ -42,6 +46,17 @@ class Settings(BaseSettings):
     # Stores and auth (used by later layers; unset means embedded / open).
     redis_url: str | None = None
     api_keys: Annotated[list[str] | None, NoDecode] = None
+
+    @property
+    def judge_patterns(self) -> list[str]:
+        if self.allowed_judges is not None:
+            return self.allowed_judges
+        return [self.default_judge, "rules"]
+
+    @field_validator("allowed_judges", mode="before")
+    @classmethod
+    def _judges_csv(cls, value: object) -> object:
+        return _split_csv(value)
 
     @field_validator("allowed_tokenizers", "api_keys", mode="before")
     @classmethod

@@ -2,12 +2,13 @@
 
 Counted once, where each thing happens: results by judge and status, latency,
 judge tokens by kind (input, cache write, cache read, output), estimated cost,
-and span rejections.
+span rejections, cache outcomes, the store's health, fallbacks by boundary, the
+provider SDKs' retries and failures, and the jobs (queue, workers, reclaims).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from judge_service.schemas import Result
@@ -45,12 +46,50 @@ REJECTED = Counter(
     ["judge", "code", "round"],
     registry=REGISTRY,
 )
+CACHE = Counter(
+    "judge_cache_lookups_total",
+    "Judgment cache outcomes per judged rollout: hit, miss, bypass, unavailable.",
+    ["state"],
+    registry=REGISTRY,
+)
+STORE_UP = Gauge(
+    "judge_store_up",
+    "1 when the store (Redis or in-process) answered its last ping or operation, else 0.",
+    registry=REGISTRY,
+)
+FALLBACKS = Counter(
+    "judge_fallbacks_total",
+    "Rollouts whose judge failed, by the judge that was asked and the failure's boundary "
+    "(provider, budget, tool, internal, ...).",
+    ["judge", "boundary"],
+    registry=REGISTRY,
+)
+PROVIDER_RETRIES = Counter(
+    "judge_provider_retries_total",
+    "Requests the provider SDK sent again (after a 429, a 5xx or a timeout).",
+    ["judge"],
+    registry=REGISTRY,
+)
+PROVIDER_ERRORS = Counter(
+    "judge_provider_errors_total",
+    "Provider responses that failed: 429 (rate limited) or 5xx.",
+    ["judge", "status"],
+    registry=REGISTRY,
+)
+JUDGES_CACHED = Gauge(
+    "judge_judges_cached",
+    "Judges (provider clients) held by this process (bounded: JUDGE_JUDGE_CACHE_SIZE).",
+    registry=REGISTRY,
+)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 def observe(result: Result, *, judged: bool = True) -> None:
     """Count one finished result; its rejections only when a judge ran (not a cache hit)."""
+    if result.cache is not None:
+        CACHE.labels(result.cache).inc()
+        STORE_UP.set(0 if result.cache == "unavailable" else 1)
     info = result.judge
     name = info.name if info is not None else "none"
     RESULTS.labels(name, result.status).inc()

@@ -27,6 +27,7 @@ from judge_service.judges.base import (
     JudgeRequest,
     SpanCheck,
 )
+from judge_service.judges.cache import JudgeCache
 from judge_service.judges.registry import build_judge
 from judge_service.judges.zero import ZERO_JUDGE
 from judge_service.judgment import Judgment, to_result
@@ -63,7 +64,11 @@ class Engine:
         self.tokenizers = tokenizers or TokenizerCache(
             max_size=settings.tokenizer_cache_size, allowed=settings.allowed_tokenizers
         )
-        self._judges: dict[str, Judge] = {}
+        self.judges = JudgeCache(
+            lambda spec: build_judge(spec, settings),
+            settings.judge_patterns,
+            settings.judge_cache_size,
+        )
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         # Without a store (the CLI) nothing is cached; results then carry no `cache` field.
         self.cache = JudgmentCache(store) if store is not None else None
@@ -76,9 +81,12 @@ class Engine:
         return view
 
     def judge_for(self, spec: str) -> Judge:
-        if spec not in self._judges:
-            self._judges[spec] = build_judge(spec, self.settings)
-        return self._judges[spec]
+        """The judge for `spec`; InputError (options.judge) when the server does not allow it."""
+        return self.judges.get(spec)
+
+    async def aclose(self) -> None:
+        """Close what this engine holds open (the judges' HTTP clients)."""
+        await self.judges.aclose()
 
     def decode(self, rollout: Rollout, field: str = "") -> Trace:
         """Decode a rollout's ids with its tokenizer; raises InputError naming the field
@@ -181,11 +189,12 @@ class Engine:
         status: Status = "ok"
         error: str | None = None
         used = judge
-        async with self._slots:
+        async with self._slots, self.judges.using(judge):
             try:
                 outcome = await judge.judge(request, rounds)
             except JudgeError as exc:
                 status, error = "fallback", f"{exc.boundary}: {exc}"
+                metrics.FALLBACKS.labels(judge.name, exc.boundary).inc()
                 rounds = rounds.fresh()
                 used, outcome = await self._fall_back(request, rounds, resolved)
                 outcome = _with_spent(outcome, exc.partial)
@@ -194,6 +203,7 @@ class Engine:
                 if judge.name == "rules":
                     raise
                 status, error = "fallback", f"internal: {type(exc).__name__}: {exc}"
+                metrics.FALLBACKS.labels(judge.name, "internal").inc()
                 rounds = rounds.fresh()
                 used, outcome = await self._fall_back(request, rounds, resolved)
         accepted, rejected = rounds.final(outcome.spans)
@@ -230,7 +240,7 @@ class Engine:
         self, request: JudgeRequest, check: SpanCheck, resolved: Resolved
     ) -> tuple[Judge, JudgeOutcome]:
         if resolved.fallback == "rules":
-            rules = self.judge_for("rules")
+            rules = self.judges.get("rules", by_server=True)
             return rules, await rules.judge(request, check)
         return ZERO_JUDGE, JudgeOutcome(spans=[], turns=0)
 

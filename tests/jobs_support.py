@@ -53,5 +53,6 @@ def worker_settings(server: FakeProviderServer, **extra: Any) -> dict[str, Any]:
         "llm_anthropic_base_url": server.url,
         "llm_tools": "view_tokens,search_trace",
         "llm_request_timeout_s": 5.0,
+        "allowed_judges": "anthropic:*,rules",
         **extra,
     }

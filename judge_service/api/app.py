@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if app.state.worker is not None:
                 await app.state.worker.stop()
+            await engine.aclose()
             if isinstance(store, RedisStore):
                 ratelimit.set_shared_backend(None)
             await store.close()

@@ -195,6 +195,7 @@ def llm_settings(server_urls: dict[str, str], **overrides: Any) -> Settings:
         "llm_tool_timeout_s": 0.3,
         "llm_request_timeout_s": 10.0,
         "max_concurrency": 16,
+        "allowed_judges": ["anthropic:*", "openai:*", "rules"],
     }
     values.update(overrides)
     return Settings(**values)

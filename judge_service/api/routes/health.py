@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -16,6 +17,7 @@ from judge_service.pipeline import Engine
 from judge_service.store import Store, StoreUnavailable
 
 router = APIRouter(tags=["health"])
+T = TypeVar("T")
 
 
 @router.get("/healthz", operation_id="healthz")
@@ -24,11 +26,22 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+# Each check of /readyz gets this long: a hung Redis or a hub that never answers is
+# "not ready" within about a second, never a probe that hangs with it.
+CHECK_TIMEOUT_S = 0.8
+
+
+async def _bounded(awaitable: Awaitable[T]) -> T:
+    async with asyncio.timeout(CHECK_TIMEOUT_S):
+        return await awaitable
+
+
 @router.get("/readyz", operation_id="readyz")
 async def readyz(request: Request) -> JSONResponse:
     """Ready to judge: each check says what it found; 503 when a required one fails.
     With Redis down the API still judges synchronously (without the cache), but jobs
-    cannot be accepted or read, so it is not ready."""
+    cannot be accepted or read, so it is not ready. Every check has its own short
+    timeout, so the probe itself answers within a few seconds whatever hangs."""
     engine: Engine = request.app.state.engine
     store: Store = request.app.state.store
     checks: dict[str, Any] = {}
@@ -36,27 +49,36 @@ async def readyz(request: Request) -> JSONResponse:
     name = engine.settings.default_tokenizer
     if name:
         try:
-            engine.tokenizers.get(name)
+            await _bounded(asyncio.to_thread(engine.tokenizers.get, name))
             checks["default_tokenizer"] = {"ok": True, "name": name}
         except Exception as exc:  # report, never crash the probe
-            checks["default_tokenizer"] = {"ok": False, "name": name, "error": str(exc)}
+            error = "timed out" if isinstance(exc, TimeoutError) else str(exc)[:300]
+            checks["default_tokenizer"] = {"ok": False, "name": name, "error": error}
             ready = False
     checks["judge"] = {"ok": True, "default": engine.settings.default_judge}
     # The sandbox serves run_python; without its OS layer it still runs, refusing sympy,
     # so it is reported but does not make the service unready.
-    status = await asyncio.to_thread(sandbox.isolation_status)
-    checks["sandbox"] = {"ok": bool(status.get("isolated")), **status}
     try:
-        await store.ping()
+        status = await _bounded(asyncio.to_thread(sandbox.isolation_status))
+        checks["sandbox"] = {"ok": bool(status.get("isolated")), **status}
+    except TimeoutError:
+        checks["sandbox"] = {"ok": False, "error": "timed out"}
+    try:
+        await _bounded(store.ping())
         checks["store"] = {"ok": True, "kind": store.kind}
-    except StoreUnavailable as exc:
-        checks["store"] = {"ok": False, "kind": store.kind, "error": str(exc)}
+    except (StoreUnavailable, TimeoutError) as exc:
+        error = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+        checks["store"] = {"ok": False, "kind": store.kind, "error": error}
         ready = False
+    metrics.STORE_UP.set(1 if checks["store"]["ok"] else 0)
     worker: InProcessWorker | None = request.app.state.worker
     jobs: JobStore = request.app.state.job_store
     workers: dict[str, Any] = {"in_process": worker is not None and worker.running}
     if jobs.shared and checks["store"]["ok"]:
-        workers["separate"] = len(await jobs.live_workers(15.0))
+        try:
+            workers["separate"] = len(await _bounded(jobs.live_workers(15.0)))
+        except (StoreUnavailable, TimeoutError):
+            workers["separate"] = None
     checks["workers"] = workers
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
 

@@ -91,7 +91,10 @@ class AnthropicProvider(Provider):
                     max_retries=self.max_retries,
                     timeout=self.request_timeout_s,
                     http_client=build_http_client(
-                        anthropic.DefaultAsyncHttpxClient, self.limiter, self.max_connections
+                        anthropic.DefaultAsyncHttpxClient,
+                        self.limiter,
+                        self.max_connections,
+                        self.name,
                     ),
                 )
             except anthropic.AnthropicError as exc:

@@ -159,10 +159,16 @@ def default_tools(settings: Settings) -> list[Tool]:
     return tools
 
 
-def _rate_limit(settings: Settings, spec: str, kind: str) -> tuple[float | None, float | None]:
+def _rate_limit(settings: Settings, spec: str, kind: str) -> tuple[str, float | None, float | None]:
+    """The quota entry that applies to `spec`: its key in JUDGE_LLM_RATE_LIMITS (a spec, a
+    provider or "*"), rpm and tpm. The key, not the caller's model string, names the
+    limiter, so rotating model names under a provider-wide quota cannot multiply it."""
     limits = settings.llm_rate_limits
-    entry = limits.get(spec) or limits.get(kind) or limits.get("*") or {}
-    return entry.get("rpm"), entry.get("tpm")
+    for key in (spec, kind, "*"):
+        entry = limits.get(key)
+        if entry:
+            return key, entry.get("rpm"), entry.get("tpm")
+    return spec, None, None
 
 
 def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
@@ -170,11 +176,11 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
     if not model:
         raise InputError(f"the {kind} judge needs a model: {kind}:<model>", field="options.judge")
     spec = f"{kind}:{model}"
-    rpm, tpm = _rate_limit(settings, spec, kind)
+    quota, rpm, tpm = _rate_limit(settings, spec, kind)
     provider: Provider
     if kind == "anthropic":
         base_url = settings.llm_anthropic_base_url
-        limiter = shared_limiter(kind, model, base_url or "", rpm, tpm)
+        limiter = shared_limiter(quota, base_url or "", rpm, tpm)
         provider = AnthropicProvider(
             model,
             limiter,
@@ -187,7 +193,7 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
         )
     elif kind == "openai":
         base_url = settings.llm_openai_base_url
-        limiter = shared_limiter(kind, model, base_url or "", rpm, tpm)
+        limiter = shared_limiter(quota, base_url or "", rpm, tpm)
         provider = OpenAIProvider(
             model,
             limiter,

@@ -80,7 +80,10 @@ class OpenAIProvider(Provider):
                     max_retries=self.max_retries,
                     timeout=self.request_timeout_s,
                     http_client=build_http_client(
-                        openai.DefaultAsyncHttpxClient, self.limiter, self.max_connections
+                        openai.DefaultAsyncHttpxClient,
+                        self.limiter,
+                        self.max_connections,
+                        self.name,
                     ),
                 )
             except openai.OpenAIError as exc:

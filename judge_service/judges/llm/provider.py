@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import httpx2
 
+from judge_service import metrics
 from judge_service.errors import ProviderError
 from judge_service.judges.llm.conversation import AssistantTurn, Completion, Prompt, Turn
 from judge_service.judges.llm.ratelimit import (
@@ -66,11 +67,23 @@ def estimate_tokens(prompt: Prompt, history: Sequence[Turn]) -> int:
 
 
 def build_http_client(
-    client_class: type[httpx2.AsyncClient], limiter: RateLimiter, max_connections: int
+    client_class: type[httpx2.AsyncClient],
+    limiter: RateLimiter,
+    max_connections: int,
+    judge: str = "",
 ) -> httpx2.AsyncClient:
-    """The SDK's own default client class (its timeouts, keep-alive), plus our response hook."""
+    """The SDK's own default client class (its timeouts, keep-alive), plus our hooks: the
+    limiter sees every response, and the metrics count the SDK's retries and failures."""
+
+    async def on_request(request: httpx2.Request) -> None:
+        # The SDKs (Stainless) number their attempts in this header; > 0 is a retry.
+        if request.headers.get("x-stainless-retry-count", "0") not in ("", "0"):
+            metrics.PROVIDER_RETRIES.labels(judge).inc()
 
     async def on_response(response: httpx2.Response) -> None:
+        status = response.status_code
+        if status == 429 or status >= 500:
+            metrics.PROVIDER_ERRORS.labels(judge, "429" if status == 429 else "5xx").inc()
         limiter.observe(response.status_code, response.headers)
         if response.status_code not in RETRIED_STATUSES:
             return
@@ -85,7 +98,7 @@ def build_http_client(
         limits=httpx2.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         ),
-        event_hooks={"response": [on_response]},
+        event_hooks={"request": [on_request], "response": [on_response]},
     )
 
 

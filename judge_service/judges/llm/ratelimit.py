@@ -27,6 +27,7 @@ import logging
 import math
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -239,7 +240,8 @@ class RateLimiter:
 
 
 # One limiter per provider, model and endpoint in this process, shared by every Engine.
-_SHARED: dict[tuple[str, str, str, float | None, float | None], RateLimiter] = {}
+_SHARED: OrderedDict[tuple[str, str, float | None, float | None], RateLimiter] = OrderedDict()
+_MAX_SHARED = 256
 _BACKEND: SharedBuckets | None = None
 
 
@@ -250,18 +252,23 @@ def set_shared_backend(backend: SharedBuckets | None) -> None:
     _SHARED.clear()  # limiters built from here on pick the new backend
 
 
-def shared_limiter(
-    provider: str, model: str, base_url: str, rpm: float | None, tpm: float | None
-) -> RateLimiter:
-    key = (provider, model, base_url, rpm, tpm)
-    if key not in _SHARED:
+def shared_limiter(quota: str, base_url: str, rpm: float | None, tpm: float | None) -> RateLimiter:
+    """The limiter of one quota (a key of JUDGE_LLM_RATE_LIMITS, or a judge spec without
+    one) at one endpoint, shared by every judge it applies to."""
+    key = (quota, base_url, rpm, tpm)
+    limiter = _SHARED.get(key)
+    if limiter is None:
         # Only a limiter with a quota goes to Redis: without one there is nothing to share
         # but pauses, not worth a round trip per request.
         shared = _BACKEND if (rpm or tpm) else None
         endpoint = hashlib.sha256(base_url.encode()).hexdigest()[:12]
-        name = f"{provider}:{model}:{endpoint}"
-        _SHARED[key] = RateLimiter(rpm, tpm, shared=shared, name=name)
-    return _SHARED[key]
+        limiter = RateLimiter(rpm, tpm, shared=shared, name=f"{quota}:{endpoint}")
+        _SHARED[key] = limiter
+        while len(_SHARED) > _MAX_SHARED:  # keys follow configured judges: keep it bounded
+            _SHARED.popitem(last=False)
+    else:
+        _SHARED.move_to_end(key)
+    return limiter
 
 
 def reset_shared_limiters() -> None:
