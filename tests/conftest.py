@@ -87,3 +87,15 @@ def servers() -> Iterator[dict[str, Any]]:
 
     with anthropic_server() as anthropic, openai_server() as openai:
         yield {"anthropic": anthropic, "openai": openai}
+
+
+@pytest.fixture
+def provider_keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """API keys for the real SDKs (they talk to the scripted servers), and fresh limiters."""
+    from judge_service.judges.llm.ratelimit import reset_shared_limiters
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    reset_shared_limiters()
+    yield
+    reset_shared_limiters()

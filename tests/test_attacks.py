@@ -10,7 +10,6 @@ error's tokens must end with negative credit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import pytest
 
 from judge_service import metrics
 from judge_service.devtools.attacks import ATTACK_TRACE, ERROR_LINE, Attack, attacks
-from judge_service.judges.llm.ratelimit import reset_shared_limiters
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Result, Rollout
 from judge_service.store.memory import MemoryStore
@@ -31,12 +29,7 @@ from tests.fakes.harness import context_text, llm_settings
 JUDGE = "openai:gpt-test"
 
 
-@pytest.fixture(autouse=True)
-def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    reset_shared_limiters()
-    yield
-    reset_shared_limiters()
+pytestmark = pytest.mark.usefixtures("provider_keys")
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from judge_service.api.app import create_app
 from judge_service.config import Settings
 from judge_service.errors import InputError
 from judge_service.judges.llm.judge import LLMJudge, build_llm_judge
-from judge_service.judges.llm.ratelimit import reset_shared_limiters
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.trace.tokenizer import LoadedTokenizer
@@ -30,13 +29,7 @@ from tests.conftest import LiveServer
 from tests.fakes import FakeProviderServer, Fault, call
 from tests.fakes.harness import CORRECTION, WRONG_STEP, encode, llm_settings, span
 
-
-@pytest.fixture(autouse=True)
-def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    reset_shared_limiters()
-    yield
-    reset_shared_limiters()
+pytestmark = pytest.mark.usefixtures("provider_keys")
 
 
 def _sample(name: str, labels: dict[str, str]) -> float:
