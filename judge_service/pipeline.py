@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from judge_service import credit as credit_mod
 from judge_service import metrics
@@ -44,7 +46,7 @@ from judge_service.schemas import (
 )
 from judge_service.store import Store
 from judge_service.store.cache import CacheState, JudgmentCache
-from judge_service.trace import Trace, last_boxed, mark
+from judge_service.trace import MarkedView, Trace, last_boxed, mark
 from judge_service.trace.tokenizer import TokenizerCache
 from judge_service.validate import Rounds, Validator
 
@@ -153,14 +155,18 @@ class Engine:
             judgment = await self._run_judge(rollout, trace, judge, resolved, began)
             if self.cache is not None and cache_state == "miss":
                 cache_state = await self.cache.save(self.tenant, key, judgment)
-        result, values = to_result(
-            judgment,
-            rollout_id=rollout.id,
-            resolved=resolved,
-            advantage=advantage,
-            key=key,
-            began=began,
-            hit=hit,
+        result, values = await off_loop(
+            trace.num_tokens,
+            functools.partial(
+                to_result,
+                judgment,
+                rollout_id=rollout.id,
+                resolved=resolved,
+                advantage=advantage,
+                key=key,
+                began=began,
+                hit=hit,
+            ),
         )
         result.cache = cache_state
         metrics.observe(result, judged=not hit)
@@ -173,10 +179,12 @@ class Engine:
         if final_answer is None:
             boxed = last_boxed(trace.text)
             final_answer = boxed.content if boxed else None
+        validator = Validator(trace, resolved.label_scores, resolved.span_limits)
+        view = await off_loop(trace.num_tokens, functools.partial(_prepare, trace, validator))
         request = JudgeRequest(
             rollout_id=rollout.id,
             trace=trace,
-            view=mark(trace),
+            view=view,
             problem=rollout.problem,
             final_answer=final_answer,
             reward=rollout.reward,
@@ -185,7 +193,7 @@ class Engine:
             label_scores=resolved.label_scores,
             limits=resolved.limits,
         )
-        rounds = Rounds(Validator(trace, resolved.label_scores, resolved.span_limits))
+        rounds = Rounds(validator)
         status: Status = "ok"
         error: str | None = None
         used = judge
@@ -206,7 +214,9 @@ class Engine:
                 metrics.FALLBACKS.labels(judge.name, "internal").inc()
                 rounds = rounds.fresh()
                 used, outcome = await self._fall_back(request, rounds, resolved)
-        accepted, rejected = rounds.final(outcome.spans)
+        accepted, rejected = await off_loop(
+            trace.num_tokens, functools.partial(rounds.final, outcome.spans)
+        )
         usage = outcome.usage
         counts: dict[str, int] = {}
         for rejection in rejected:
@@ -287,6 +297,26 @@ class Engine:
         failed = Result(id=rollout.id, status="failed", error=error)
         metrics.observe(failed)
         return failed, None
+
+
+# A trace this long costs milliseconds in each CPU-heavy step (marking, folding for
+# validation, credit and its encoding): those go to a thread so that no step holds the
+# event loop for long; shorter ones stay on the loop, where a thread hop costs more
+# than the work.
+OFFLOAD_TOKENS = 8192
+R = TypeVar("R")
+
+
+async def off_loop(num_tokens: int, work: Callable[[], R]) -> R:
+    if num_tokens >= OFFLOAD_TOKENS:
+        return await asyncio.to_thread(work)
+    return work()
+
+
+def _prepare(trace: Trace, validator: Validator) -> MarkedView:
+    """The judge's view, and the validator's index built ahead of the judge's first check."""
+    validator.prepare()
+    return mark(trace)
 
 
 def batch_stats(

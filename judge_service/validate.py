@@ -119,6 +119,10 @@ class Validator:
     def __call__(self, raw_spans: Sequence[Any]) -> ValidationReport:
         return self.check(raw_spans)
 
+    def prepare(self) -> None:
+        """Build the trace's index now (fold, lines), e.g. in a thread before the judge runs."""
+        _ = self.index
+
     def check(self, raw_spans: Sequence[Any], *, round: int = 1) -> ValidationReport:
         report = ValidationReport()
 

@@ -176,3 +176,24 @@ def test_readyz_answers_quickly_when_redis_hangs(hung_redis: str) -> None:
         assert store == {"ok": False, "kind": "redis", "error": "timed out"}
         assert elapsed < 5.0  # not the 30 s the store's own timeout would allow
         assert metrics.REGISTRY.get_sample_value("judge_store_up") == 0
+
+
+async def test_long_traces_are_worked_off_the_event_loop() -> None:
+    """Marking, validation and credit of a long trace run in a thread; a short one's don't."""
+    from judge_service.pipeline import OFFLOAD_TOKENS, off_loop
+
+    here = threading.get_ident()
+    assert await off_loop(OFFLOAD_TOKENS - 1, threading.get_ident) == here
+    assert await off_loop(OFFLOAD_TOKENS, threading.get_ident) != here
+
+
+def test_the_server_moves_its_startup_heap_out_of_the_collectors_way() -> None:
+    """A full collection over transformers' and sympy's objects held the GIL for 100-200 ms
+    in whichever thread ran it, stalling /healthz; the app freezes them at startup."""
+    import gc
+
+    gc.unfreeze()
+    with LiveServer(create_app(Settings())) as live:
+        assert httpx.get(live.url + "/healthz").status_code == 200
+        assert gc.get_freeze_count() > 100_000
+    gc.unfreeze()

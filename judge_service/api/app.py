@@ -19,6 +19,7 @@ from judge_service.api.errors import install_error_handlers
 from judge_service.api.limits import BodySizeLimit
 from judge_service.api.routes import credit, health, jobs, judge, judgments
 from judge_service.config import Settings, get_settings
+from judge_service.heap import freeze_startup_heap
 from judge_service.jobs import open_job_store
 from judge_service.jobs.inprocess import start_inprocess_worker
 from judge_service.jobs.service import JobService
@@ -44,6 +45,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
             ratelimit.set_shared_backend(store.buckets)
         app.state.worker = start_inprocess_worker(settings, engine, job_store)
+        frozen = freeze_startup_heap()
+        log.debug("moved %d startup objects out of the collector's way", frozen)
         try:
             yield
         finally:

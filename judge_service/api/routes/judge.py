@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import Response
 
 from judge_service.api.deps import EngineDep
+from judge_service.api.responses import json_response
 from judge_service.credit import advantage_in_group
 from judge_service.schemas import (
     ERROR_RESPONSES,
@@ -20,25 +22,29 @@ router = APIRouter(prefix="/v1", tags=["judge"])
 @router.post(
     "/judge",
     operation_id="judge_rollout",
+    response_model=Result,
     response_model_exclude_none=True,
     responses=ERROR_RESPONSES,
 )
-async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Result:
+async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Response:
     """Judge one rollout. Bad input is a 4xx naming the field; a judge failure is a
     ``fallback`` result, not an error."""
     advantage = advantage_in_group(
         body.rollout.reward, body.group_rewards, reward_field="rollout.reward"
     )
-    return await engine.judge_one(body.rollout, body.options, advantage, field="rollout")
+    result = await engine.judge_one(body.rollout, body.options, advantage, field="rollout")
+    return await json_response(result, result.num_tokens)
 
 
 @router.post(
     "/judge/batch",
     operation_id="judge_batch",
+    response_model=BatchResponse,
     response_model_exclude_none=True,
     responses=ERROR_RESPONSES,
 )
-async def judge_batch(body: BatchRequestBody, engine: EngineDep) -> BatchResponse:
+async def judge_batch(body: BatchRequestBody, engine: EngineDep) -> Response:
     """Judge rollouts concurrently: one result per rollout, in order. Rollouts that share a
     ``group_id`` and carry a ``reward`` get Dr. GRPO advantages."""
-    return await engine.judge_batch(body.rollouts, body.options)
+    response = await engine.judge_batch(body.rollouts, body.options)
+    return await json_response(response, sum(r.num_tokens for r in response.results))
