@@ -29,14 +29,25 @@ class Settings(BaseSettings):
     default_kappa: float = 0.25
     default_min_confidence: float = 0.5
 
-    # Tokenizers: which names a request may load. Unset: any hub id or local directory.
+    # Tokenizers a request may name (judge_service/trace/loading.py): the default tokenizer,
+    # names listed here exactly, hub ids matching an entry as an fnmatch pattern ("Qwen/*");
+    # unset: the default tokenizer only. Local directories only under tokenizer_roots
+    # (comma-separated; unset: none). The `judge` and `render` commands trust any name.
     allowed_tokenizers: Annotated[list[str] | None, NoDecode] = None
+    tokenizer_roots: Annotated[list[str] | None, NoDecode] = None
     tokenizer_cache_size: int = Field(default=8, ge=1)
+    # A request waits this long for a tokenizer to load, then gets a 503 while the load
+    # goes on; a name that failed fails fast, with the same error, for failure_ttl_s.
+    tokenizer_load_timeout_s: float = Field(default=20.0, gt=0, le=600)
+    tokenizer_failure_ttl_s: float = Field(default=60.0, ge=0, le=3600)
+    tokenizer_offline: bool = False  # hub ids from the local HF cache only (as HF_HUB_OFFLINE)
 
     # Limits; a request beyond them gets a 4xx naming the field.
     max_tokens_per_rollout: int = Field(default=131_072, ge=1)
     max_rollouts_per_batch: int = Field(default=1024, ge=1)
-    max_body_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    # One request, parsed whole: a 1024-rollout batch of 8k-token rollouts is ~55 MB of
+    # JSON ids, and parsing it costs ~7x the body in memory (a Python int per id).
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     max_concurrency: int = Field(default=8, ge=1)
     # Span validation (DESIGN "Span validation"): what a judge's submission may claim.
     max_spans: int = Field(default=256, ge=1, le=4096)  # per submission
@@ -58,7 +69,7 @@ class Settings(BaseSettings):
     def _judges_csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("allowed_tokenizers", "api_keys", mode="before")
+    @field_validator("allowed_tokenizers", "tokenizer_roots", "api_keys", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
@@ -114,12 +125,16 @@ class Settings(BaseSettings):
     memory_cache_mb: int = Field(default=256, ge=1)  # the in-process store's result cache
     job_ttl_s: int = Field(default=7 * 86400, ge=60)  # a job and its results, after its last write
     max_rollouts_per_job: int = Field(default=100_000, ge=1)
-    # A job's options.deadline_s may not exceed this. A dead worker's rollouts are taken
-    # over after jobs_reclaim_idle_s, which must exceed it, so that a live worker's slowest
-    # legitimate session is never handed to a second worker.
+    # A job's options.deadline_s may not exceed this. Rollouts of a worker that left no
+    # heartbeat record are taken over after jobs_reclaim_idle_s, which must exceed it, so
+    # that even then a live worker's slowest session is never handed to a second worker.
     jobs_max_deadline_s: float = Field(default=300.0, gt=0, le=3600)
     jobs_reclaim_idle_s: float = Field(default=600.0, gt=0)
     jobs_max_deliveries: int = Field(default=3, ge=1, le=100)  # then the dead-letter list
+    # Every worker heartbeats (every dead_after/5 s); one silent this long is dead and a
+    # live worker takes over its rollouts at once. The reclaim time above is then only the
+    # last resort, for rollouts of a worker that left no heartbeat record at all.
+    jobs_dead_after_s: float = Field(default=5.0, ge=1.0, le=600)
     worker_concurrency: int | None = Field(default=None, ge=1)  # unset: max_concurrency
     # auto: `serve` judges jobs itself unless a separate worker has a fresh heartbeat;
     # on: always; off: never (a deployment with `judge-service worker` processes).

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,12 +37,58 @@ KappaMode = Literal["absolute", "relative"]
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class GroupAdvantage:
-    """A rollout's Dr. GRPO advantage A_i, and mean_j |A_j| over its group (relative κ)."""
+# Advantages go out as float64 (dense, spans) or float32 (base64-f32). Finite rewards
+# can still overflow: [1e308, 1e308] has an infinite sum, [1e308, -1e308] advantages of
+# 2e308, and [1e300] fits float64 but not float32. A group's mean, advantages and mean
+# |advantage| must stay within this bound, so that no encoding ever carries an inf or NaN.
+ADVANTAGE_LIMIT = 1e38
 
-    value: float
-    group_scale: float
+
+class GroupAdvantage:
+    """A rollout's Dr. GRPO advantage A_i, and mean_j |A_j| over its group (relative κ).
+
+    Built with `invalid` for a rollout whose group overflows: reading `value` or
+    `group_scale` (or `check()`) then raises that InputError, naming the rollout's reward.
+    A batch computes its groups up front but fails each rollout on its own, and this is
+    how the failure travels to the one rollout it belongs to (as a ``failed`` result)."""
+
+    __slots__ = ("_group_scale", "_value", "invalid")
+
+    def __init__(self, value: float, group_scale: float, invalid: InputError | None = None) -> None:
+        self._value = value
+        self._group_scale = group_scale
+        self.invalid = invalid
+
+    def check(self) -> None:
+        if self.invalid is not None:
+            raise self.invalid.with_prefix("")  # a fresh exception each time
+
+    @property
+    def value(self) -> float:
+        self.check()
+        return self._value
+
+    @property
+    def group_scale(self) -> float:
+        self.check()
+        return self._group_scale
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GroupAdvantage):
+            return NotImplemented
+        return (self._value, self._group_scale, self.invalid) == (
+            other._value,
+            other._group_scale,
+            other.invalid,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._value, self._group_scale))
+
+    def __repr__(self) -> str:
+        if self.invalid is not None:
+            return f"GroupAdvantage(invalid={self.invalid.field}: {self.invalid.message})"
+        return f"GroupAdvantage({self._value!r}, {self._group_scale!r})"
 
 
 @dataclass(frozen=True)
@@ -91,26 +138,52 @@ def token_credit(
     return Credit(f * raw, f)
 
 
-def _scale(members: Sequence[float]) -> tuple[float, float]:
+def _fits(x: float) -> bool:
+    return math.isfinite(x) and abs(x) <= ADVANTAGE_LIMIT
+
+
+OVERFLOW = (
+    f"the group's rewards overflow: its mean, advantages and mean |advantage| must stay "
+    f"within ±{ADVANTAGE_LIMIT:g}"
+)
+
+
+def _scale(members: Sequence[float]) -> tuple[float, float] | None:
+    """(mean, mean |r - mean|) of a group; None when they, or an advantage, overflow."""
     mean = sum(members) / len(members)
-    return mean, sum(abs(r - mean) for r in members) / len(members)
+    scale = sum(abs(r - mean) for r in members) / len(members)
+    if not (_fits(mean) and _fits(scale)):
+        return None
+    if not (_fits(max(members) - mean) and _fits(min(members) - mean)):
+        return None
+    return mean, scale
 
 
 def group_advantages(
-    rewards: Sequence[float | None], groups: Sequence[str | None]
+    rewards: Sequence[float | None],
+    groups: Sequence[str | None],
+    fields: Sequence[str] | None = None,
 ) -> list[GroupAdvantage | None]:
-    """Dr. GRPO advantages: reward minus its group's mean reward (None without a group)."""
+    """Dr. GRPO advantages: reward minus its group's mean reward (None without a group).
+    A rollout of a group that overflows gets an invalid GroupAdvantage naming its reward
+    (``fields[i]``, by default ``rollouts[i].reward``); the other groups are unaffected."""
     totals: dict[str, list[float]] = {}
     for reward, group in zip(rewards, groups, strict=True):
         if group is not None and reward is not None:
             totals.setdefault(group, []).append(reward)
     scales = {group: _scale(members) for group, members in totals.items()}
     result: list[GroupAdvantage | None] = []
-    for reward, group in zip(rewards, groups, strict=True):
+    for i, (reward, group) in enumerate(zip(rewards, groups, strict=True)):
         if group is None or reward is None:
             result.append(None)
+            continue
+        found = scales[group]
+        if found is None:
+            field = fields[i] if fields is not None else f"rollouts[{i}].reward"
+            invalid = InputError(f"{OVERFLOW} (group_id {group[:64]!r})", field=field)
+            result.append(GroupAdvantage(math.nan, math.nan, invalid))
         else:
-            mean, scale = scales[group]
+            mean, scale = found
             result.append(GroupAdvantage(reward - mean, scale))
     return result
 
@@ -126,7 +199,15 @@ def advantage_in_group(
         raise InputError("group_rewards must not be empty", field="group_rewards")
     if reward is None:
         raise InputError("group_rewards needs the rollout's reward", field=reward_field)
-    mean, scale = _scale(group_rewards)
+    found = _scale(group_rewards)
+    if found is None:
+        raise InputError(OVERFLOW, field="group_rewards")
+    mean, scale = found
+    if not _fits(reward - mean):
+        raise InputError(
+            f"its advantage over the group's mean reward overflows ±{ADVANTAGE_LIMIT:g}",
+            field=reward_field,
+        )
     return GroupAdvantage(reward - mean, scale)
 
 

@@ -8,6 +8,9 @@ boundary and is recorded once, where it crosses that boundary::
     │   ├── TokenizerError      the named tokenizer cannot be loaded or is not allowed
     │   ├── TokenIdError        an id is outside the tokenizer's vocabulary
     │   └── LimitError          a configured size limit was exceeded (413)
+    ├── UnavailableError        a service the server needs is down (the tokenizer hub):
+    │                           HTTP 503 naming `field`, with retry-after; the request
+    │                           was fine and may be sent again
     └── JudgeError              the judge could not produce spans: a result with
         │                       status "fallback" or "failed", never an exception
         ├── ProviderError       the LLM provider failed (down, 429 past budget, timeout)
@@ -54,6 +57,25 @@ class LimitError(InputError):
     """A configured size limit (tokens per rollout, rollouts per batch) was exceeded."""
 
     status_code = 413
+
+
+class UnavailableError(JudgeServiceError):
+    """A service this server depends on is unreachable (the tokenizer hub): not the
+    caller's fault, so a 503 with ``retry-after`` rather than a 4xx. `field` names the
+    part of the request that needed it; `retry_after_s` is when to try again."""
+
+    status_code = 503
+
+    def __init__(self, message: str, *, field: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.retry_after_s = retry_after_s
+
+    def with_prefix(self, prefix: str) -> UnavailableError:
+        """The same error, its field placed under `prefix` (e.g. ``rollout``)."""
+        field = f"{prefix}.{self.field}" if prefix else self.field
+        return type(self)(self.message, field=field, retry_after_s=self.retry_after_s)
 
 
 class JudgeError(JudgeServiceError):

@@ -1,4 +1,4 @@
-"""Prometheus metrics of this process, served at ``GET /metrics``.
+"""Prometheus metrics of this process, served at ``GET /metrics`` (a worker: ``--metrics-port``).
 
 Counted once, where each thing happens: results by judge and status, latency,
 judge tokens by kind (input, cache write, cache read, output), estimated cost,
@@ -79,6 +79,61 @@ PROVIDER_ERRORS = Counter(
 JUDGES_CACHED = Gauge(
     "judge_judges_cached",
     "Judges (provider clients) held by this process (bounded: JUDGE_JUDGE_CACHE_SIZE).",
+    registry=REGISTRY,
+)
+
+# Jobs. The queue's state (depth, pending, jobs, dead letters, heartbeat ages) is read
+# from Redis every few seconds by each process that runs a worker, so every such process
+# reports the same values (aggregate with max); the counters count this process's work.
+JOBS_QUEUED = Gauge(
+    "judge_jobs_queue_depth",
+    "Rollouts queued and not yet delivered to any worker.",
+    registry=REGISTRY,
+)
+JOBS_PENDING = Gauge(
+    "judge_jobs_pending",
+    "Rollouts delivered to a worker and not finished, by consumer (worker name).",
+    ["consumer"],
+    registry=REGISTRY,
+)
+JOBS = Gauge(
+    "judge_jobs",
+    "Jobs by status: queued, running, cancelling, and done, failed, cancelled (kept for "
+    "JUDGE_JOB_TTL_S).",
+    ["status"],
+    registry=REGISTRY,
+)
+JOBS_DEAD_LETTERS = Gauge(
+    "judge_jobs_dead_letters",
+    "Records in the dead-letter list (the newest 10,000 are kept).",
+    registry=REGISTRY,
+)
+JOBS_HEARTBEAT_AGE = Gauge(
+    "judge_jobs_heartbeat_age_seconds",
+    "Seconds since each worker's last heartbeat; past JUDGE_JOBS_DEAD_AFTER_S it is dead.",
+    ["consumer"],
+    registry=REGISTRY,
+)
+JOBS_RECLAIMS = Counter(
+    "judge_jobs_reclaims_total",
+    "Rollouts this worker took over from another, by reason: dead_consumer (a stale "
+    "heartbeat), idle (no heartbeat record; idle past JUDGE_JOBS_RECLAIM_IDLE_S).",
+    ["reason"],
+    registry=REGISTRY,
+)
+JOBS_RETRIES = Counter(
+    "judge_jobs_retries_total",
+    "Deliveries whose processing raised, delivered again at once by this worker.",
+    registry=REGISTRY,
+)
+JOBS_DEAD_LETTERED = Counter(
+    "judge_jobs_dead_lettered_total",
+    "Rollouts this worker sent to the dead-letter list.",
+    registry=REGISTRY,
+)
+JOBS_IN_FLIGHT = Gauge(
+    "judge_jobs_in_flight",
+    "Rollouts this process's worker is judging now.",
     registry=REGISTRY,
 )
 

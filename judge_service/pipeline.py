@@ -22,7 +22,7 @@ from judge_service import credit as credit_mod
 from judge_service import metrics
 from judge_service.config import Settings
 from judge_service.credit import FloatArray, GroupAdvantage
-from judge_service.errors import InputError, JudgeError, LimitError
+from judge_service.errors import InputError, JudgeError, LimitError, UnavailableError
 from judge_service.judges.base import (
     Judge,
     JudgeOutcome,
@@ -63,9 +63,7 @@ class Engine:
         store: Store | None = None,
     ) -> None:
         self.settings = settings
-        self.tokenizers = tokenizers or TokenizerCache(
-            max_size=settings.tokenizer_cache_size, allowed=settings.allowed_tokenizers
-        )
+        self.tokenizers = tokenizers or TokenizerCache.from_settings(settings)
         self.judges = JudgeCache(
             lambda spec: build_judge(spec, settings),
             settings.judge_patterns,
@@ -82,6 +80,13 @@ class Engine:
         view.tenant = tenant
         return view
 
+    def with_slots(self, concurrency: int) -> Engine:
+        """This engine with concurrency slots of its own (the in-process job worker: its
+        rollouts' clocks run, so they must not queue behind synchronous traffic)."""
+        view = copy.copy(self)
+        view._slots = asyncio.Semaphore(concurrency)
+        return view
+
     def judge_for(self, spec: str) -> Judge:
         """The judge for `spec`; InputError (options.judge) when the server does not allow it."""
         return self.judges.get(spec)
@@ -95,8 +100,18 @@ class Engine:
         (a dotted path under `field`, the rollout's place in the request)."""
         try:
             return self._decode(rollout)
-        except InputError as exc:
+        except (InputError, UnavailableError) as exc:
             raise exc.with_prefix(field) from exc
+
+    async def load_tokenizer(self, rollout: Rollout, field: str = "") -> None:
+        """Load the rollout's tokenizer (decode then finds it loaded) without holding a
+        thread of the loop's pool while the hub answers."""
+        name = rollout.tokenizer or self.settings.default_tokenizer
+        if name:
+            try:
+                await self.tokenizers.aget(name)
+            except (InputError, UnavailableError) as exc:
+                raise exc.with_prefix(field) from exc
 
     def _decode(self, rollout: Rollout) -> Trace:
         name = rollout.tokenizer or self.settings.default_tokenizer
@@ -139,6 +154,7 @@ class Engine:
                 field="options.kappa_mode",
             )
         judge = self.judge_for(resolved.judge)
+        await self.load_tokenizer(rollout, field)
         trace = await asyncio.to_thread(self.decode, rollout, field)
         key = cache_key(
             rollout, rollout.tokenizer or self.settings.default_tokenizer or "", judge, resolved
@@ -288,9 +304,13 @@ class Engine:
     ) -> tuple[Result, FloatArray | None]:
         """`judge_one` with its credit array, every failure turned into a ``failed`` result."""
         try:
+            if advantage is not None:
+                advantage.check()  # an overflowing group fails before a judge is paid
             return await self._judge(rollout, options, advantage, field)
         except InputError as exc:
             error = f"{exc.field}: {exc.message}"
+        except UnavailableError as exc:
+            error = f"unavailable: {exc.field}: {exc.message}"
         except Exception as exc:
             log.exception("rollout %s failed", rollout.id)
             error = f"internal: {type(exc).__name__}: {exc}"

@@ -6,6 +6,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judge_service.bounds import (
+    MAX_LABELS,
+    MAX_METADATA_CHARS,
+    MAX_METADATA_DEPTH,
+    MAX_SPANS_CEILING,
+    Finite,
+    Id,
+    Label,
+    Metadata,
+    Name,
+    ShortText,
+    SpanLabel,
+    Text,
+)
 from judge_service.labels import DEFAULT_LABEL_SCORES
 
 CreditEncoding = Literal["dense", "spans", "base64-f32"]
@@ -16,30 +30,34 @@ Status = Literal["ok", "fallback", "failed"]
 class Rollout(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, max_length=256)
-    group_id: str | None = None
-    problem: str = ""
+    id: Id
+    group_id: ShortText | None = None
+    problem: Text = ""
     response_token_ids: list[int] = Field(
         description="The sampled response ids, never re-tokenized."
     )
-    tokenizer: str | None = Field(
+    tokenizer: Name | None = Field(
         default=None, description="Hub id or local directory; else JUDGE_DEFAULT_TOKENIZER."
     )
-    reward: float | None = Field(
-        default=None, description="The verifier's verdict / outcome reward."
+    reward: Finite | None = Field(
+        default=None, description="The verifier's verdict / outcome reward (finite)."
     )
-    final_answer: str | None = Field(
+    final_answer: Text | None = Field(
         default=None, description="Missing: the content of the last \\boxed{...}."
     )
-    reference_answer: str | None = None
-    reference_solution: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    reference_answer: Text | None = None
+    reference_solution: Text | None = None
+    metadata: Metadata = Field(
+        default_factory=dict,
+        description=f"Kept with the rollout, never judged: at most {MAX_METADATA_CHARS} "
+        f"characters of JSON, nested at most {MAX_METADATA_DEPTH} deep.",
+    )
 
 
 class Options(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    judge: str | None = Field(
+    judge: Name | None = Field(
         default=None, description="rules | anthropic:<model> | openai:<model>"
     )
     lambda_: float | None = Field(default=None, alias="lambda", ge=0.0, le=10.0)
@@ -50,7 +68,11 @@ class Options(BaseModel):
         "|advantage| (needs the rollout's group and reward).",
     )
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    label_scores: dict[str, float] | None = None
+    label_scores: dict[Label, float] | None = Field(
+        default=None,
+        max_length=MAX_LABELS,
+        description=f"Scores by label, merged over the defaults; at most {MAX_LABELS} entries.",
+    )
     credit_encoding: CreditEncoding = "dense"
     max_turns: int | None = Field(default=None, ge=1, le=64)
     max_tool_calls: int | None = Field(default=None, ge=0, le=256)
@@ -144,7 +166,7 @@ class JudgeRequestBody(BaseModel):
 
     rollout: Rollout
     options: Options = Field(default_factory=Options)
-    group_rewards: list[float] | None = Field(
+    group_rewards: list[Finite] | None = Field(
         default=None,
         description="Rewards of the rollout's whole group (its own included): "
         "advantage = reward - mean(group_rewards).",
@@ -183,20 +205,34 @@ class BatchResponse(BaseModel):
 class SpanIn(BaseModel):
     start: int
     end: int
-    label: str
+    label: SpanLabel
     confidence: float = 1.0
-    evidence: str = ""
-    evidence_end: str | None = None
+    evidence: Text = ""
+    evidence_end: Text | None = None
 
 
 class CreditRequestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     num_tokens: int = Field(ge=0, description="T, the number of response tokens.")
-    spans: list[SpanIn]
+    spans: list[SpanIn] = Field(
+        description=f"At most JUDGE_MAX_SPANS (default 256, never above {MAX_SPANS_CEILING})."
+    )
     options: Options = Field(default_factory=Options)
-    reward: float | None = None
-    group_rewards: list[float] | None = None
+    reward: Finite | None = None
+    group_rewards: list[Finite] | None = None
+
+    @field_validator("spans", mode="before")
+    @classmethod
+    def _few_enough(cls, value: Any) -> Any:
+        # Before the items are parsed, so 100,000 spans cost a len(), not 100,000 models;
+        # the route then applies the server's own JUDGE_MAX_SPANS.
+        if isinstance(value, list) and len(value) > MAX_SPANS_CEILING:
+            raise ValueError(
+                f"{len(value)} spans exceed the limit of {MAX_SPANS_CEILING} per call "
+                "(JUDGE_MAX_SPANS)"
+            )
+        return value
 
 
 class CreditResponse(BaseModel):
@@ -214,6 +250,11 @@ class ErrorBody(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorBody, "description": "A size limit was exceeded; `field` names it."},
     422: {"model": ErrorBody, "description": "Invalid input; `field` names the offending field."},
+    503: {
+        "model": ErrorBody,
+        "description": "Temporarily unavailable on the server's side (e.g. the tokenizer hub "
+        "is unreachable); retry after the `retry-after` header's seconds.",
+    },
 }
 
 
@@ -226,10 +267,8 @@ class JobRequestBody(BaseModel):
 
     rollouts: list[Rollout] = Field(min_length=1)
     options: Options = Field(default_factory=Options)
-    idempotency_key: str | None = Field(
+    idempotency_key: Id | None = Field(
         default=None,
-        min_length=1,
-        max_length=256,
         description="Resubmitting with the same key (and the same body) returns the same job.",
     )
 

@@ -159,7 +159,9 @@ class Validator:
             )
         label = raw.get("label")
         if not isinstance(label, str) or label not in self.label_scores:
-            known = ", ".join(sorted(self.label_scores)[:32])
+            # A few names, not all: each rejection repeats this (bounded response size).
+            names = sorted(self.label_scores)
+            known = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
             raise _Reject(S.UNKNOWN_LABEL, f"unknown label {_cut(label)}; known: {known}")
         confidence = raw.get("confidence")
         if (

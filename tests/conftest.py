@@ -26,6 +26,16 @@ def metaspace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_metaspace_bpe(tmp_path_factory.mktemp("tok") / "sp")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def tokenizer_roots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Servers built in tests load the tokenizers the tests build (under pytest's temp
+    directory) and the examples'; a test of the allow-list sets its own roots."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("JUDGE_TOKENIZER_ROOTS", f"{tmp_path_factory.getbasetemp()},{EXAMPLES}")
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def tokenizer_cache() -> TokenizerCache:
     return TokenizerCache()

@@ -3,6 +3,7 @@ per rollout, so the scripted provider can count sessions per rollout."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,29 @@ def sessions(server: FakeProviderServer) -> dict[str, int]:
         if request.script is not None and request.turn == 0:
             counts[request.script] = counts.get(request.script, 0) + 1
     return counts
+
+
+RIGHT = "<think>\n17 × 24 = 408.\nSo the answer is 408.\n</think>\n\\boxed{408}"
+
+
+def stored_payloads(bpe: LoadedTokenizer, ids: list[str]) -> list[str]:
+    """Queue payloads (as `JobService` stores them) of correct rollouts for the rules judge,
+    decoded with the server's default tokenizer."""
+    token_ids = bpe.hf.encode(RIGHT, add_special_tokens=False)
+    return [
+        json.dumps(
+            {
+                "advantage": None,
+                "rollout": {
+                    "id": rollout_id,
+                    "problem": "What is 17 × 24?",
+                    "response_token_ids": token_ids,
+                    "reference_answer": "408",
+                },
+            }
+        )
+        for rollout_id in ids
+    ]
 
 
 def worker_settings(server: FakeProviderServer, **extra: Any) -> dict[str, Any]:

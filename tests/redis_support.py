@@ -203,10 +203,16 @@ def live_workers(url: str, prefix: str) -> list[str]:
 
 
 def pending_of(url: str, prefix: str, consumer: str) -> int:
+    """Entries pending for `consumer`, or for a name it begins (a process's name plus the
+    random suffix a worker adds to hostname-pid)."""
     client = redis.Redis.from_url(url, decode_responses=True)
     try:
         summary = client.xpending(f"{prefix}:queue", "judges")
-        return sum(int(c["pending"]) for c in summary["consumers"] or [] if c["name"] == consumer)
+        return sum(
+            int(c["pending"])
+            for c in summary["consumers"] or []
+            if c["name"] == consumer or c["name"].startswith(consumer + "-")
+        )
     finally:
         client.close()
 

@@ -1,5 +1,6 @@
 """The deployment files, checked without a Docker engine: the compose file's services,
-their order on health, healthchecks and commands; the image's install steps."""
+their order on health, healthchecks, commands and settings; the images' install steps.
+docker/compose-check.sh runs them for real where a Docker engine is available."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from judge_service.config import Settings
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "compose.yaml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
+REDIS_DOCKERFILE = ROOT / "docker" / "redis.Dockerfile"
+DEFAULT_ENV = ROOT / "docker" / "judge.env"
 SDK_VARIABLES = {"ANTHROPIC_API_KEY", "OPENAI_API_KEY"}
 
 
@@ -34,11 +37,25 @@ def _command_line(test: list[str]) -> list[str]:
 def test_services_start_in_order_on_health(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert set(services) == {"redis", "api", "worker"}
+    base = "${JUDGE_BASE_IMAGE:-debian:bookworm-slim}"  # a local base replaces the registry's
     for name in ("api", "worker"):
         assert services[name]["depends_on"] == {"redis": {"condition": "service_healthy"}}
-        assert services[name]["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}
-        assert (COMPOSE.parent / services[name]["build"]["context"] / "docker/Dockerfile").is_file()
+        assert services[name]["image"] == "judge-service:local"
+        build = services[name]["build"]
+        assert build == {
+            "context": "..", "dockerfile": "docker/Dockerfile", "args": {"BASE_IMAGE": base}
+        }  # fmt: skip
+        assert (COMPOSE.parent / build["context"] / build["dockerfile"]).is_file()
     redis = services["redis"]
+    # Redis is built too (Debian's redis-server on the same base): nothing is pulled.
+    assert redis["image"] == "judge-redis:local"
+    assert redis["build"] == {
+        "context": ".", "dockerfile": "redis.Dockerfile", "args": {"BASE_IMAGE": base}
+    }  # fmt: skip
+    assert (COMPOSE.parent / redis["build"]["dockerfile"]).is_file()
+    assert redis["command"][0] == "redis-server"
+    # Debian's redis-server has no config file: protected mode would refuse the other services.
+    assert redis["command"][1:3] == ["--protected-mode", "no"] and "ports" not in redis
     assert _command_line(redis["healthcheck"]["test"]) == ["redis-cli", "ping"]
     # Accepted jobs survive a Redis restart: append-only file on a volume, no eviction.
     assert "--appendonly" in redis["command"] and "yes" in redis["command"]
@@ -73,34 +90,109 @@ def test_commands_are_real_cli_invocations(compose: dict[str, Any]) -> None:
     assert services["api"]["ports"][0].endswith(":8000")
 
 
-def test_environment_names_real_settings(compose: dict[str, Any]) -> None:
+def _env_file(path: Path) -> dict[str, str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    pairs = [line.split("=", 1) for line in lines if line.strip() and not line.startswith("#")]
+    return {key: value for key, value in pairs}
+
+
+def _assert_settings(variables: dict[str, Any]) -> None:
     fields = set(Settings.model_fields)
+    for variable in variables:
+        if variable not in SDK_VARIABLES:
+            assert variable.startswith("JUDGE_"), variable
+            assert variable.removeprefix("JUDGE_").lower() in fields, variable
+
+
+def test_environment_names_real_settings(compose: dict[str, Any]) -> None:
     for name in ("api", "worker"):
-        environment = compose["services"][name]["environment"]
+        service = compose["services"][name]
+        environment = service["environment"]
+        # `environment` overrides the env files, so it holds only what compose itself owns.
+        assert set(environment) <= {"JUDGE_REDIS_URL", "JUDGE_INPROCESS_WORKER"}, environment
         assert environment["JUDGE_REDIS_URL"] == "redis://redis:6379/0"  # the service name
-        for variable in environment:
-            if variable not in SDK_VARIABLES:
-                assert variable.startswith("JUDGE_"), variable
-                assert variable.removeprefix("JUDGE_").lower() in fields, variable
+        # The defaults, then the operator's file (Compose v1 wants the two spelled apart).
+        assert service["env_file"] == ["judge.env", "${JUDGE_ENV_FILE:-./judge.env}"]
     assert compose["services"]["api"]["environment"]["JUDGE_INPROCESS_WORKER"] == "off"
+    defaults = _env_file(DEFAULT_ENV)
+    _assert_settings(defaults)
+    # The bundled examples name "examples/tokenizer" (relative to /app): allowed by default.
+    assert defaults["JUDGE_ALLOWED_TOKENIZERS"] == "examples/tokenizer"
+    assert defaults["JUDGE_TOKENIZER_ROOTS"] == "/app/examples"
+    assert not set(defaults) & (SDK_VARIABLES | {"JUDGE_API_KEYS"})  # no secret in the repo
+    settings = Settings(**{k.removeprefix("JUDGE_").lower(): v for k, v in defaults.items()})
+    assert settings.allowed_tokenizers == ["examples/tokenizer"]
 
 
-def test_the_image_is_slim_non_root_and_installs_the_repository() -> None:
-    lines = [
-        line.strip()
-        for line in DOCKERFILE.read_text(encoding="utf-8").splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-    assert lines[0].startswith("FROM python:3.11-slim")
+def test_the_sandbox_can_build_its_isolation(compose: dict[str, Any]) -> None:
+    # unshare() and mount() pass Docker's default seccomp profile only with CAP_SYS_ADMIN
+    # in the bounding set; no-new-privileges keeps the non-root process from ever holding it.
+    for name in ("api", "worker"):
+        service = compose["services"][name]
+        assert service["cap_add"] == ["SYS_ADMIN"]
+        assert service["security_opt"] == ["no-new-privileges:true"]
+        assert "privileged" not in service
+
+
+def _instructions(path: Path) -> list[str]:
+    lines, joined = [], ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        joined += line.strip().removesuffix("\\").strip() + " "
+        if not line.rstrip().endswith("\\"):
+            lines.append(joined.strip())
+            joined = ""
+    return lines
+
+
+def test_the_image_builds_on_a_debian_base_non_root_and_installs_the_repository() -> None:
+    lines = _instructions(DOCKERFILE)
+    # The base is a build argument: a registry's Debian, or one built locally.
+    assert lines[0] == "ARG BASE_IMAGE=debian:bookworm-slim"
+    assert lines[1] == "FROM ${BASE_IMAGE}"
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
-    assert any(re.fullmatch(r"RUN pip install \.", line) for line in lines)
-    for line in lines:  # everything copied exists in the repository
-        if line.startswith("COPY "):
-            for source in line.split()[1:-1]:
-                assert (ROOT / source).exists(), source
-    # The image installs the same package CI installs; the prompts travel beside it.
+    runs = [line for line in lines if line.startswith("RUN ")]
+    # Debian's Python in a virtual environment on PATH.
+    assert any("apt-get install" in r and "python3-venv" in r for r in runs)
+    assert any("python3 -m venv /opt/venv" in r for r in runs)
+    assert any(line.startswith("ENV ") and "PATH=/opt/venv/bin:$PATH" in line for line in lines)
+    # The dependencies from pyproject.toml alone (the base ones: no dev or probe extra, no
+    # torch), then the package from the repository without them.
+    installs = [r for r in runs if "pip install" in r]
+    assert len(installs) == 2
+    assert re.search(r"pip install \. ", installs[0]) and "[" not in installs[0]
+    assert re.search(r"pip install --no-deps \. ", installs[1] + " ")
+    copies = [line for line in lines if line.startswith("COPY ")]
+    assert copies[0] == "COPY pyproject.toml ./"
+    assert lines.index(copies[0]) < lines.index(installs[0]) < lines.index(copies[1])
+    for line in copies:  # everything copied exists in the repository
+        for source in line.split()[1:-1]:
+            assert (ROOT / source).exists(), source
+    # The image installs the same package CI installs; the prompts travel beside it, and
+    # the examples' tokenizer that judge.env allows.
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "pip install -q -e '.[dev,probe]'" in ci
     assert "COPY prompts/ prompts/" in lines and "ENV JUDGE_LLM_PROMPTS_DIR=/app/prompts" in lines
+    assert "COPY examples/ examples/" in lines and "WORKDIR /app" in lines
+    assert (ROOT / "examples" / "tokenizer" / "tokenizer.json").is_file()
     assert "redis" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_the_redis_image_uses_debians_redis_on_the_same_base() -> None:
+    lines = _instructions(REDIS_DOCKERFILE)
+    assert lines[:2] == ["ARG BASE_IMAGE=debian:bookworm-slim", "FROM ${BASE_IMAGE}"]
+    assert any(line.startswith("RUN ") and "redis-server" in line for line in lines)
+    assert "USER redis" in lines
+
+
+def test_ci_runs_the_compose_check_only_where_docker_is_usable() -> None:
+    script = ROOT / "docker" / "compose-check.sh"
+    assert script.stat().st_mode & 0o111  # executable
+    text = script.read_text(encoding="utf-8")
+    assert "trap cleanup EXIT" in text and "down -v" in text
+    assert "docker kill" in (ROOT / "docker" / "compose_check.py").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "docker info" in ci and "docker/compose-check.sh" in ci
+    assert ci.index("pytest") < ci.index("docker/compose-check.sh")

@@ -62,6 +62,7 @@ def test_a_killed_worker_loses_nothing_and_pays_for_nothing_twice(
             redis_prefix=prefix,
             jobs_max_deadline_s=DEADLINE_S,
             jobs_reclaim_idle_s=RECLAIM_S,
+            default_tokenizer=str(bpe_dir),
         )
         env = service_env(**serving, worker_concurrency=4)
         names = ["kill-w0", "kill-w1", "kill-w2"]

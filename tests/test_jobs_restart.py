@@ -57,6 +57,7 @@ def test_an_api_restart_mid_job_loses_nothing(
             **worker_settings(provider, redis_url=url, redis_prefix=prefix),
             jobs_max_deadline_s=3,
             jobs_reclaim_idle_s=4,
+            default_tokenizer=str(bpe_dir),
             worker_concurrency=2,
             inprocess_worker="auto",  # no separate worker: serve judges the job itself
         )

@@ -65,10 +65,7 @@ async def setup(server: FakeProviderServer) -> AsyncIterator[Setup]:
     try:
         yield Setup(settings, store, jobs, JobService(jobs, engine, settings), engine)
     finally:
-        for judge in engine._judges.values():
-            close = getattr(judge, "aclose", None)
-            if close is not None:
-                await close()
+        await engine.aclose()
         await store.close()
         drop_prefix(url, prefix)
 

@@ -3,7 +3,9 @@
 One output line per input line, in input order, written as results complete
 (a reorder window keeps the order while up to `--concurrency` rollouts are
 judged at once). Re-running skips ids already in OUT, so an interrupted run
-resumes where it stopped. Rollouts that share a ``group_id`` and carry a
+resumes where it stopped. ``--retry failed,fallback`` judges again the lines of
+OUT with those statuses (e.g. after fixing a provider key) and rewrites OUT
+atomically, in input order. Rollouts that share a ``group_id`` and carry a
 ``reward`` get Dr. GRPO advantages computed over the whole file.
 """
 
@@ -11,16 +13,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections import Counter, deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge_service.cli.jsonl import iter_rollouts
+from judge_service.cli.results_file import Existing, Line, Writer, appending, rewriting, scan
 
 if TYPE_CHECKING:
-    from judge_service.schemas import Result
+    from judge_service.credit import GroupAdvantage
+    from judge_service.pipeline import Engine
+    from judge_service.schemas import Options, Result, Rollout
+
+STATUSES = ("ok", "fallback", "failed")
 
 
 def register(subparsers: Any) -> None:
@@ -28,42 +34,50 @@ def register(subparsers: Any) -> None:
         "judge", help="judge a JSONL file of rollouts into a JSONL file of results"
     )
     parser.add_argument("input", type=Path, help="rollouts, one JSON object per line")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="results (appended)")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, help="results (appended; see --retry)"
+    )
     parser.add_argument("--judge", help="rules | anthropic:<model> | openai:<model>")
     parser.add_argument("--lambda", dest="lam", type=float, help="credit strength λ")
     parser.add_argument("--kappa", type=float, help="credit cap κ")
     parser.add_argument("--min-confidence", type=float)
     parser.add_argument("--encoding", choices=["dense", "spans", "base64-f32"], default="dense")
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--concurrency", type=int, help="rollouts judged at once (default JUDGE_MAX_CONCURRENCY)"
+    )
+    parser.add_argument(
+        "--retry",
+        type=_statuses,
+        default=frozenset(),
+        metavar="STATUSES",
+        help="judge again the lines of OUT with these statuses, e.g. failed,fallback; "
+        "OUT is then rewritten atomically (a temporary file renamed over it)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
 
-def _done_ids(path: Path) -> set[str]:
-    done: set[str] = set()
-    if not path.exists():
-        return done
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash: judge that rollout again
-            if isinstance(record, dict) and isinstance(record.get("id"), str):
-                done.add(record["id"])
-    return done
+def _statuses(value: str) -> frozenset[str]:
+    chosen = frozenset(part.strip() for part in value.split(",") if part.strip())
+    unknown = sorted(chosen - set(STATUSES))
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(STATUSES)}; got {value!r}"
+        )
+    return chosen
 
 
-def _group_advantages(path: Path) -> dict[str, Any]:
+def _group_advantages(path: Path) -> dict[str, GroupAdvantage]:
     from judge_service import credit
 
-    ids, rewards, groups = [], [], []
-    for _n, rollout, _e, _raw in iter_rollouts(path):
+    ids, rewards, groups, fields = [], [], [], []
+    for number, rollout, _e, _raw in iter_rollouts(path):
         if rollout is not None:
             ids.append(rollout.id)
             rewards.append(rollout.reward)
             groups.append(rollout.group_id)
-    advantages = credit.group_advantages(rewards, groups)
+            fields.append(f"line {number}.reward")
+    advantages = credit.group_advantages(rewards, groups, fields)
     return {i: a for i, a in zip(ids, advantages, strict=True) if a is not None}
 
 
@@ -79,11 +93,15 @@ async def _run(args: argparse.Namespace) -> int:
 
     from judge_service.config import Settings
     from judge_service.pipeline import Engine
-    from judge_service.schemas import Options, Result
+    from judge_service.schemas import Options
+    from judge_service.trace.tokenizer import TokenizerCache
 
     settings = Settings()
-    settings.max_concurrency = max(1, args.concurrency)
-    engine = Engine(settings)
+    if args.concurrency is not None:
+        settings.max_concurrency = max(1, args.concurrency)
+    # The operator's own command: any tokenizer the file names (JUDGE_ALLOWED_TOKENIZERS
+    # and JUDGE_TOKENIZER_ROOTS guard the server).
+    engine = Engine(settings, tokenizers=TokenizerCache.from_settings(settings, trusted=True))
     options = Options.model_validate(
         {
             k: v
@@ -97,50 +115,105 @@ async def _run(args: argparse.Namespace) -> int:
             if v is not None
         }
     )
-    done = _done_ids(args.output)
+    existing = scan(args.output)
     advantages = _group_advantages(args.input)
-    total = sum(1 for line in args.input.open(encoding="utf-8") if line.strip())
+    with args.input.open(encoding="utf-8") as handle:
+        total = sum(1 for line in handle if line.strip())
     counts: Counter[str] = Counter()
-    window: deque[asyncio.Task[Result]] = deque()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-
-    async def failed(rollout_id: str, error: str) -> Result:
-        return Result(id=rollout_id, status="failed", error=error)
-
-    with (
-        args.output.open("a", encoding="utf-8") as out,
-        tqdm(total=total, disable=args.no_progress, unit="rollout") as bar,
-    ):
-
-        def write(result: Result) -> None:
-            out.write(result.model_dump_json(exclude_none=True) + "\n")
-            out.flush()
-            counts[result.status] += 1
-            bar.update(1)
-
-        for number, rollout, error, raw in iter_rollouts(args.input):
-            rollout_id = rollout.id if rollout else _raw_id(raw, number)
-            if rollout_id in done:
-                counts["skipped"] += 1
-                bar.update(1)
-                continue
-            if rollout is None:
-                coroutine = failed(rollout_id, error or "unreadable line")
-            else:
-                coroutine = _judge(engine, rollout, options, advantages.get(rollout.id), number)
-            window.append(asyncio.create_task(coroutine))
-            while window and (len(window) >= 2 * settings.max_concurrency or window[0].done()):
-                write(await window.popleft())
-        while window:
-            write(await window.popleft())
+    open_out = rewriting if args.retry else appending
+    try:
+        with (
+            open_out(args.output, existing) as out,
+            tqdm(total=total, disable=args.no_progress, unit="rollout") as bar,
+        ):
+            await _judge_file(args, engine, options, existing, advantages, out, bar, counts)
+    finally:
+        await engine.aclose()
     summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
     print(f"judged {args.input} -> {args.output}: {summary}", file=sys.stderr)
     return 0
 
 
-async def _judge(engine: Any, rollout: Any, options: Any, advantage: Any, number: int) -> Any:
+async def _judge_file(
+    args: argparse.Namespace,
+    engine: Engine,
+    options: Options,
+    existing: Existing,
+    advantages: dict[str, GroupAdvantage],
+    out: Writer,
+    bar: Any,
+    counts: Counter[str],
+) -> None:
+    """Every input line, in order: a line kept from OUT, or a result judged now."""
+    retry: frozenset[str] = args.retry
+    earlier = existing.by_id()
+    window: deque[Line | asyncio.Task[Result]] = deque()
+    depth = 2 * engine.settings.max_concurrency
+
+    def emit(entry: Line | Result) -> None:
+        if isinstance(entry, Line):
+            out.copy(entry)
+            counts["kept"] += 1
+        else:
+            out.write(entry.model_dump_json(exclude_none=True))
+            counts[entry.status] += 1
+        bar.update(1)
+
+    async def drain(keep: int) -> None:
+        while window and (len(window) > keep or _ready(window[0])):
+            entry = window.popleft()
+            emit(entry if isinstance(entry, Line) else await entry)
+
+    for number, rollout, error, raw in iter_rollouts(args.input):
+        rollout_id = rollout.id if rollout else _raw_id(raw, number)
+        found = earlier.get(rollout_id)
+        before = found.popleft() if found else None
+        if before is not None and not retry:
+            counts["skipped"] += 1  # appending: the line is in OUT already
+            bar.update(1)
+            continue
+        if before is not None and before.status not in retry:
+            window.append(before)
+        else:
+            coroutine = _judge_line(engine, rollout, error, options, advantages, number, rollout_id)
+            window.append(asyncio.create_task(coroutine))
+        await drain(depth - 1)
+    await drain(0)
+    if retry:  # lines of OUT for rollouts no longer in IN: kept, after the others
+        for leftover in sorted((x for q in earlier.values() for x in q), key=_offset):
+            emit(leftover)
+
+
+async def _judge_line(
+    engine: Engine,
+    rollout: Rollout | None,
+    error: str | None,
+    options: Options,
+    advantages: dict[str, GroupAdvantage],
+    number: int,
+    rollout_id: str,
+) -> Result:
+    from judge_service.errors import InputError
+    from judge_service.schemas import Result
+
+    if rollout is None:
+        return Result(id=rollout_id, status="failed", error=error or f"line {number}: unreadable")
+    advantage = advantages.get(rollout.id)
+    if advantage is not None:
+        try:
+            advantage.check()  # an overflowing group: fail before spending a judge call
+        except InputError as exc:
+            return Result(id=rollout.id, status="failed", error=f"{exc.field}: {exc.message}")
     result, _ = await engine.judge_or_fail(rollout, options, advantage, field=f"line {number}")
     return result
+
+
+def _ready(entry: Line | asyncio.Task[Result]) -> bool:
+    return isinstance(entry, Line) or entry.done()
+
+
+def _offset(line: Line) -> int:
+    return line.offset
 
 
 def _raw_id(raw: Any, number: int) -> str:

@@ -24,9 +24,10 @@ def run(args: argparse.Namespace) -> int:
     from judge_service.config import Settings
     from judge_service.errors import InputError
     from judge_service.pipeline import Engine
-    from judge_service.trace import mark
+    from judge_service.trace import TokenizerCache, mark
 
-    engine = Engine(Settings())
+    settings = Settings()
+    engine = Engine(settings, tokenizers=TokenizerCache.from_settings(settings, trusted=True))
     found = False
     for _number, rollout, error, _raw in iter_rollouts(args.input):
         if rollout is None:

@@ -3,7 +3,9 @@
 Run as many as you like, on as many machines as you like, against one Redis
 (``JUDGE_REDIS_URL``); each takes rollouts as it has free slots. ``--healthcheck``
 exits 0 when a worker on this host has a fresh heartbeat (the compose file's
-healthcheck), 1 otherwise.
+healthcheck), 1 otherwise. ``--metrics-port`` serves this worker's own Prometheus
+metrics (what it judged, its reclaims and retries, the queue's gauges): a scraper
+reaches every worker, not only the API.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--concurrency", type=int, help="rollouts in flight (default: JUDGE_WORKER_CONCURRENCY)"
     )
+    parser.add_argument(
+        "--metrics-port", type=int, help="serve this worker's /metrics on this port (0: any)"
+    )
+    parser.add_argument(
+        "--metrics-host", default="0.0.0.0", help="address for --metrics-port (default: all)"
+    )
     parser.add_argument("--log-level", default="info")
     parser.add_argument(
         "--healthcheck", action="store_true", help="exit 0 if a worker on this host is alive"
@@ -51,8 +59,28 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.healthcheck:
         return asyncio.run(_healthcheck())
-    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    # A random suffix: in a container the pid is always 1, so a restarted worker would take
+    # its dead predecessor's name, look alive, and nobody would take over its rollouts.
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+    if args.metrics_port is not None:
+        _serve_metrics(args.metrics_host, args.metrics_port)
+    from judge_service.heap import freeze_startup_heap
+
+    freeze_startup_heap()  # short GC pauses: the heartbeat must not stall (see heap.py)
     return asyncio.run(_work(name, args.concurrency))
+
+
+def _serve_metrics(host: str, port: int) -> None:
+    """Prometheus text at http://host:port/metrics, from a thread (the judging loop never
+    waits for a scrape), from the same registry the engine and the worker count into."""
+    from prometheus_client import start_http_server
+
+    from judge_service.metrics import REGISTRY
+
+    server, _ = start_http_server(port, addr=host, registry=REGISTRY)
+    logging.getLogger(__name__).info(
+        "metrics on http://%s:%d/metrics", host, server.server_address[1]
+    )
 
 
 async def _work(name: str, concurrency: int | None) -> int:
@@ -73,6 +101,7 @@ async def _work(name: str, concurrency: int | None) -> int:
         concurrency=concurrency or settings.worker_concurrency or settings.max_concurrency,
         reclaim_idle_s=settings.jobs_reclaim_idle_s,
         max_deliveries=settings.jobs_max_deliveries,
+        dead_after_s=settings.jobs_dead_after_s,
         reclaim_every_s=min(5.0, settings.jobs_reclaim_idle_s / 2),
     )
     # The engine's own concurrency limit must never hold a claimed rollout back: its reclaim
@@ -86,10 +115,10 @@ async def _work(name: str, concurrency: int | None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     logging.getLogger(__name__).info(
-        "worker %s: %d slots, reclaim after %.0f s idle",
+        "worker %s: %d slots; a worker silent for %.0f s is dead and its rollouts taken over",
         name,
         config.concurrency,
-        config.reclaim_idle_s,
+        config.dead_after_s,
     )
     try:
         await worker.run(stop)

@@ -5,6 +5,10 @@ always runs (unless turned off). With Redis, in ``auto`` mode it runs too but
 claims nothing while a separate worker (``judge-service worker``) has a fresh
 heartbeat: a deployment with workers keeps judging off the API processes,
 and a lone ``serve`` still finishes its jobs.
+
+It judges with slots of its own (`Engine.with_slots`), not the API's: a rollout it
+claimed never waits behind synchronous requests, and synchronous requests never
+wait behind a job's rollouts.
 """
 
 from __future__ import annotations
@@ -54,15 +58,16 @@ def start_inprocess_worker(
             log.warning("JUDGE_INPROCESS_WORKER=off without Redis: jobs will never be judged")
         return None
     config = WorkerConfig(
-        name=f"serve-{socket.gethostname()}-{os.getpid()}",
+        name=f"serve-{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}",
         concurrency=settings.worker_concurrency or settings.max_concurrency,
         reclaim_idle_s=settings.jobs_reclaim_idle_s,
         max_deliveries=settings.jobs_max_deliveries,
+        dead_after_s=settings.jobs_dead_after_s,
         external=False,
         yield_to_external=jobs.shared and settings.inprocess_worker == "auto",
         drain_s=5.0,  # a stopping API returns its rollouts to the queue quickly
         block_s=0.25,  # and stops quickly when idle
     )
-    worker = InProcessWorker(Worker(engine, jobs, config))
+    worker = InProcessWorker(Worker(engine.with_slots(config.concurrency), jobs, config))
     worker.start()
     return worker

@@ -22,6 +22,8 @@ from judge_service.jobs.model import (
     IdempotencyConflict,
     JobRecord,
     JobStore,
+    QueueStats,
+    Takeover,
     final_status,
     new_job_id,
 )
@@ -160,6 +162,12 @@ class MemoryJobStore(JobStore):
             claimed.append(entry)
         return claimed
 
+    async def take_over(self, consumer: str, dead_after_s: float, count: int) -> Takeover:
+        return Takeover()  # one process, one worker: no other consumer can die alone
+
+    async def adopt(self, consumer: str) -> list[Entry]:
+        return []  # the queue dies with its process: no earlier process left entries
+
     async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
         now = time.monotonic()
         claimed: list[Entry] = []
@@ -234,8 +242,30 @@ class MemoryJobStore(JobStore):
     async def ack(self, entry: Entry) -> None:
         self._pending.pop(entry.id, None)
 
-    async def heartbeat(self, consumer: str) -> None:
+    async def heartbeat(self, consumer: str, external: bool = True) -> None:
         return None  # no separate worker can reach an in-process queue
+
+    async def retire(self, consumer: str) -> None:
+        return None
+
+    async def resume_creations(self, older_than_s: float) -> int:
+        return 0  # a creation here is one step: it never stops half way
+
+    async def snapshot(self) -> QueueStats:
+        pending: dict[str, int] = {}
+        for _, consumer, _ in self._pending.values():
+            pending[consumer] = pending.get(consumer, 0) + 1
+        jobs = dict.fromkeys(("queued", "running", "cancelling", "done", "failed", "cancelled"), 0)
+        for job in self._jobs.values():
+            unfinished = job.status == "cancelled" and job.finished_at is None
+            jobs["cancelling" if unfinished else job.status] += 1
+        return QueueStats(
+            queued=len(self._new),
+            pending=pending,
+            jobs=jobs,
+            dead_letters=len(self._dead),
+            heartbeat_age_s={},
+        )
 
     async def live_workers(self, within_s: float) -> list[str]:
         return []

@@ -19,7 +19,7 @@ import json
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from judge_service.schemas import JobCounts, JobState, JobView, Result
@@ -55,6 +55,27 @@ class Begin:
     attempts: int = 0
     payload: str | None = None
     last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """Entries claimed from dead workers (`owners[i]` held `entries[i]`), and the dead
+    workers' consumer names removed from the group."""
+
+    entries: list[Entry] = field(default_factory=list)
+    owners: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """The queue as every process sees it (the jobs gauges in `metrics`)."""
+
+    queued: int  # entries not delivered to any worker yet
+    pending: dict[str, int]  # consumer -> entries delivered and not acknowledged
+    jobs: dict[str, int]  # status -> jobs (finished ones until their TTL)
+    dead_letters: int  # records in the dead-letter list
+    heartbeat_age_s: dict[str, float]  # consumer -> seconds since its last heartbeat
 
 
 @dataclass(frozen=True)
@@ -184,9 +205,19 @@ class JobStore(ABC):
         """Up to `count` new entries for `consumer`, waiting up to `block_s` for one."""
 
     @abstractmethod
+    async def take_over(self, consumer: str, dead_after_s: float, count: int) -> Takeover:
+        """Up to `count` entries of consumers whose heartbeat is older than `dead_after_s`,
+        now delivered to `consumer`; such consumers with nothing left are removed."""
+
+    @abstractmethod
+    async def adopt(self, consumer: str) -> list[Entry]:
+        """Entries still pending under `consumer` from an earlier process of the same name,
+        delivered again to it (no one else takes them: that name's heartbeat is fresh)."""
+
+    @abstractmethod
     async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
-        """Up to `count` entries delivered to any consumer and unacknowledged for
-        `min_idle_s` or more, now delivered to `consumer`."""
+        """Up to `count` entries of consumers with no heartbeat record, unacknowledged for
+        `min_idle_s` or more, now delivered to `consumer` (the last resort)."""
 
     @abstractmethod
     async def begin(self, entry: Entry, consumer: str, max_deliveries: int) -> Begin: ...
@@ -211,12 +242,24 @@ class JobStore(ABC):
     async def ack(self, entry: Entry) -> None: ...
 
     @abstractmethod
-    async def heartbeat(self, consumer: str) -> None:
-        """A separate worker says it is alive."""
+    async def heartbeat(self, consumer: str, external: bool = True) -> None:
+        """A worker says it is alive (`external`: a separate process, not `serve`'s)."""
+
+    @abstractmethod
+    async def retire(self, consumer: str) -> None:
+        """A worker stopped cleanly: forget it, unless it still holds entries."""
 
     @abstractmethod
     async def live_workers(self, within_s: float) -> list[str]:
         """Separate workers with a heartbeat in the last `within_s` seconds."""
+
+    @abstractmethod
+    async def snapshot(self) -> QueueStats: ...
+
+    @abstractmethod
+    async def resume_creations(self, older_than_s: float) -> int:
+        """Finish queueing the entries of jobs whose creation stopped half way (the process
+        creating them died) `older_than_s` ago or more; how many jobs were resumed."""
 
     @abstractmethod
     async def dead_letters(self, limit: int = 100) -> list[str]:

@@ -1,32 +1,84 @@
 """The Lua scripts that make each job-state change on Redis atomic (one round trip each).
 
-Key and argument order is documented per script; `jobs.queue` is the only caller.
-The final-status rule matches `jobs.model.final_status`.
+Key and argument order is documented per script; `jobs.queue` and `jobs.failover` are
+the only callers. The final-status rule matches `jobs.model.final_status`.
+
+No script's work grows with the size of a job: creating and cancelling a job are
+split into calls of at most `jobs.queue.CHUNK` rollouts each, so Redis (single
+threaded) never stops answering other clients for more than a few milliseconds.
+Large keys are dropped with UNLINK (freed off Redis's main thread).
+
+Jobs are indexed by status in one sorted set per status (`STATUSES`, job id ->
+when it got there), so the metrics count jobs without scanning them. Scripts that
+move a job between statuses take those sets as their last six keys (`S`).
 """
 
-# KEYS: job, idempotency, stream. ARGV: job id, tenant, total, options, fingerprint, now,
-# ttl, has idempotency key ("1"/"0"). Returns "{job id} {fingerprint}" of the job that holds
-# the idempotency key: the new one, or the one created earlier with the same key.
-CREATE = """
+# The order of the status sets at the end of KEYS; `_S` finds a status's key.
+STATUSES = ("queued", "running", "cancelling", "done", "failed", "cancelled")
+_S = """
+local function skey(first, status)
+  local at = {queued = 0, running = 1, cancelling = 2, done = 3, failed = 4, cancelled = 5}
+  return KEYS[first + at[status]]
+end
+local function move(first, job, from, to, now)
+  if from then redis.call('ZREM', skey(first, from), job) end
+  redis.call('ZADD', skey(first, to), now, job)
+end
+"""
+
+# KEYS: job, idempotency, creating, S (6). ARGV: job id, tenant, total, options,
+# fingerprint, now, ttl, has idempotency key ("1"/"0"). Returns "{job id} {fingerprint}" of
+# the job that holds the idempotency key: the new one, or the one created earlier with the
+# same key. Entries are queued afterwards by ENQUEUE, chunk by chunk.
+CREATE = (
+    _S
+    + """
 if ARGV[8] == '1' then
   local existing = redis.call('GET', KEYS[2])
   if existing then return existing end
 end
 redis.call('HSET', KEYS[1], 'tenant', ARGV[2], 'total', ARGV[3], 'status', 'queued',
   'options', ARGV[4], 'fingerprint', ARGV[5], 'created_at', ARGV[6],
-  'done', 0, 'failed', 0, 'cancelled', 0, 'dead', 0)
+  'done', 0, 'failed', 0, 'cancelled', 0, 'dead', 0, 'enqueued', 0)
 redis.call('EXPIRE', KEYS[1], ARGV[7])
-for i = 0, tonumber(ARGV[3]) - 1 do
-  redis.call('XADD', KEYS[3], '*', 'job', ARGV[1], 'i', i)
-end
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+move(4, ARGV[1], nil, 'queued', ARGV[6])
 local holder = ARGV[1] .. ' ' .. ARGV[5]
 if ARGV[8] == '1' then redis.call('SET', KEYS[2], holder, 'EX', ARGV[7]) end
 return holder
 """
+)
 
-# KEYS: job, out, run, tries, errors, in. ARGV: index, consumer, max deliveries, ttl.
-# Returns {kind, attempts, payload-or-last-error}.
-BEGIN = """
+# KEYS: job, stream, creating. ARGV: job id, start, stop.
+# Queues entries start..stop-1 if `enqueued` is still `start` (compare and set: a resumed
+# creation racing the original never queues a rollout twice). Returns where the next chunk
+# starts (the current `enqueued` if another caller got there first), or -1 once every entry
+# is queued, the job expired, or an older version queued all of them at creation.
+ENQUEUE = """
+local j = redis.call('HMGET', KEYS[1], 'enqueued', 'total')
+if not j[1] or tonumber(j[1]) >= tonumber(j[2]) then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  return -1
+end
+local at, total = tonumber(j[1]), tonumber(j[2])
+if at ~= tonumber(ARGV[2]) then return at end
+local stop = math.min(tonumber(ARGV[3]), total)
+for i = at, stop - 1 do
+  redis.call('XADD', KEYS[2], '*', 'job', ARGV[1], 'i', i)
+end
+redis.call('HSET', KEYS[1], 'enqueued', stop)
+if stop >= total then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  return -1
+end
+return stop
+"""
+
+# KEYS: job, out, run, tries, errors, in, S (6). ARGV: index, consumer, max deliveries,
+# ttl, job id, now. Returns {kind, attempts, payload-or-last-error}.
+BEGIN = (
+    _S
+    + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone'} end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {'done'} end
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -40,21 +92,47 @@ local payload = redis.call('HGET', KEYS[6], ARGV[1])
 if not payload then return {'gone'} end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[3], ARGV[4])
-if status == 'queued' then redis.call('HSET', KEYS[1], 'status', 'running') end
+if status == 'queued' then
+  redis.call('HSET', KEYS[1], 'status', 'running')
+  move(7, ARGV[5], 'queued', 'running', ARGV[6])
+end
 return {'go', tostring(n), payload}
 """
+)
 
-# KEYS: job, out, run, stream, dead, in, tries, errors, ids.
+# Shared by FINISH and CANCEL_RANGE: the job's last result is in. Needs `skey`/`move`;
+# KEYS as in FINISH's first nine; `first` is where S starts; status is the stored one.
+_FINALIZE = """
+local function finalize(first, job, stored, failed, total, now, ttl)
+  local status = 'done'
+  if stored == 'cancelled' then status = 'cancelled' elseif failed >= total then
+    status = 'failed'
+  end
+  redis.call('HSET', KEYS[1], 'status', status, 'finished_at', now)
+  redis.call('UNLINK', KEYS[6], KEYS[3], KEYS[7], KEYS[8])
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[9], ttl)
+  local from = stored
+  if stored == 'cancelled' then from = 'cancelling' end
+  move(first, job, from, status, now)
+end
+"""
+
+# KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6).
 # ARGV: index, result, kind (done|failed|cancelled|dead), entry id, group, now, ttl,
-# dead-letter record. Acknowledges the entry in every case; returns 1 if this call wrote
-# the result, 0 if one was there (first write wins), -1 if the job is gone.
-FINISH = """
+# dead-letter record, job id. Acknowledges the entry in every case; returns 1 if this call
+# wrote the result, 0 if one was there (first write wins), -1 if the job is gone.
+FINISH = (
+    _S
+    + _FINALIZE
+    + """
 redis.call('XACK', KEYS[4], ARGV[5], ARGV[4])
 redis.call('XDEL', KEYS[4], ARGV[4])
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('EXPIRE', KEYS[2], ARGV[7])
+redis.call('HDEL', KEYS[6], ARGV[1])  -- its payload is never read again
 local kind = ARGV[3]
 if kind == 'dead' then
   redis.call('HINCRBY', KEYS[1], 'dead', 1)
@@ -67,42 +145,59 @@ end
 local j = redis.call('HMGET', KEYS[1], 'total', 'done', 'failed', 'cancelled', 'status')
 local total, failed = tonumber(j[1]), tonumber(j[3])
 if tonumber(j[2]) + failed + tonumber(j[4]) >= total then
-  local status = 'done'
-  if j[5] == 'cancelled' then status = 'cancelled' elseif failed >= total then status = 'failed' end
-  redis.call('HSET', KEYS[1], 'status', status, 'finished_at', ARGV[6])
-  redis.call('DEL', KEYS[6], KEYS[3], KEYS[7], KEYS[8])
-  redis.call('EXPIRE', KEYS[1], ARGV[7])
-  redis.call('EXPIRE', KEYS[9], ARGV[7])
+  finalize(10, ARGV[9], j[5], failed, total, ARGV[6], ARGV[7])
 elseif j[5] == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'running')
+  move(10, ARGV[9], 'queued', 'running', ARGV[6])
 end
 return 1
 """
+)
 
-# KEYS: job, out, run, in, tries, errors. ARGV: now, ttl, cancelled marker.
-# Rollouts neither judged nor running get the marker as their result; running ones finish.
-CANCEL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local j = redis.call('HMGET', KEYS[1], 'status', 'total')
-if j[1] == 'done' or j[1] == 'failed' or j[1] == 'cancelled' then return 1 end
-redis.call('HSET', KEYS[1], 'status', 'cancelled')
-local total = tonumber(j[2])
+# KEYS: job, S (6). ARGV: job id, now. Marks the job cancelled, so that no rollout starts
+# any more. Returns the number of rollouts for CANCEL_RANGE to go through (also when the
+# job was cancelled already and not finished: a cancel that died half way is resumed),
+# or -1 when there is nothing to do.
+CANCEL_START = (
+    _S
+    + """
+local j = redis.call('HMGET', KEYS[1], 'status', 'total', 'finished_at')
+if not j[1] or j[3] then return -1 end
+if j[1] ~= 'cancelled' then
+  redis.call('HSET', KEYS[1], 'status', 'cancelled')
+  move(2, ARGV[1], j[1], 'cancelling', ARGV[2])
+end
+return tonumber(j[2])
+"""
+)
+
+# KEYS: job, out, run, stream (unused), dead (unused), in, tries, errors, ids, S (6).
+# ARGV: start, stop, now, ttl, cancelled marker, job id.
+# Rollouts start..stop-1 neither judged nor running get the marker as their result;
+# running ones finish. Returns how many were marked.
+CANCEL_RANGE = (
+    _S
+    + _FINALIZE
+    + """
+local j = redis.call('HMGET', KEYS[1], 'status', 'finished_at')
+if j[1] ~= 'cancelled' or j[2] then return 0 end
 local c = 0
-for i = 0, total - 1 do
+for i = tonumber(ARGV[1]), tonumber(ARGV[2]) - 1 do
   if redis.call('HEXISTS', KEYS[2], i) == 0 and redis.call('HEXISTS', KEYS[3], i) == 0 then
-    redis.call('HSET', KEYS[2], i, ARGV[3])
+    redis.call('HSET', KEYS[2], i, ARGV[5])
     c = c + 1
   end
 end
-redis.call('EXPIRE', KEYS[2], ARGV[2])
+if c > 0 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
 local cancelled = redis.call('HINCRBY', KEYS[1], 'cancelled', c)
-local k = redis.call('HMGET', KEYS[1], 'done', 'failed')
-if tonumber(k[1]) + tonumber(k[2]) + cancelled >= total then
-  redis.call('HSET', KEYS[1], 'finished_at', ARGV[1])
-  redis.call('DEL', KEYS[4], KEYS[3], KEYS[5], KEYS[6])
+local k = redis.call('HMGET', KEYS[1], 'done', 'failed', 'total')
+local failed, total = tonumber(k[2]), tonumber(k[3])
+if tonumber(k[1]) + failed + cancelled >= total then
+  finalize(10, ARGV[6], 'cancelled', failed, total, ARGV[3], ARGV[4])
 end
-return 1
+return c
 """
+)
 
 # KEYS: stream, job, out, run, tries. ARGV: entry id, group, job id, index.
 # A stopping worker's entry goes back to the end of the stream (a new entry, the old one

@@ -9,7 +9,6 @@ any other tenant gets the same 404 as for a job that never existed.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 
@@ -98,7 +97,7 @@ class JobService:
                     field=f"{field}.response_token_ids",
                 )
         for name, field in tokenizers.items():  # load now: a wrong name fails the request
-            await asyncio.to_thread(self.engine.tokenizers.get, name, field)
+            await self.engine.tokenizers.aget(name, field)
         options = body.options
         self.engine.judge_for(options.judge or settings.default_judge)
         limit = settings.jobs_max_deadline_s

@@ -1,16 +1,21 @@
 """A worker: takes rollouts off the job queue, judges them, writes each result once.
 
 The loop keeps at most `concurrency` rollouts in flight and asks the queue for
-exactly as many as it has free slots, so an entry is never waiting inside a
-worker while its idle clock runs (the reclaim time must only ever cover
-judging). Every few seconds it first takes over entries that a dead worker left
-idle for longer than the reclaim time.
+exactly as many as it has free slots, so an entry never waits inside a worker
+behind other work. Before new entries it takes over those of dead workers (a
+heartbeat older than `dead_after_s`, see `jobs.failover`): they are the oldest
+work, and a trainer's step waits for them. Its own heartbeat runs beside the loop
+(`jobs.pulse`), so its slow sessions are never taken from it; in turn, entries
+pending under its own name that it is not judging (left by an earlier process of
+the same name, or a claim whose reply was lost) are its own to find, since no one
+else ever takes from a live name.
 
 Store failures never lose work: each store step of a rollout is retried until
-Redis answers again (an outage pauses the worker; its results wait in memory),
-and any other failure is recorded as the rollout's last error and the entry left
-unacknowledged, so it is delivered again, until the delivery limit sends it to
-the dead-letter list with that error.
+Redis answers again (an outage pauses the worker; its results wait in memory).
+Any other failure is recorded as the rollout's last error and the rollout is
+delivered again at once (after a short backoff), each time counted, until the
+delivery limit sends it to the dead-letter list with that error: a poison rollout
+costs seconds, not one reclaim time per delivery.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from judge_service import metrics
 from judge_service.credit import GroupAdvantage
 from judge_service.jobs.model import (
     CANCELLED,
@@ -33,6 +39,7 @@ from judge_service.jobs.model import (
     dead_letter_record,
     dead_letter_result,
 )
+from judge_service.jobs.pulse import Pulse
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.store import StoreUnavailable
@@ -47,12 +54,19 @@ class WorkerConfig:
     concurrency: int
     reclaim_idle_s: float
     max_deliveries: int
-    reclaim_every_s: float = 5.0
-    heartbeat_s: float = 5.0
-    external: bool = True  # a separate process: heartbeats so `serve` can step aside
+    dead_after_s: float = 5.0  # a worker whose heartbeat is older is dead
+    reclaim_every_s: float = 5.0  # the idle-time reclaim (last resort) and the orphan check
+    external: bool = True  # a separate process (`serve` in auto mode steps aside for it)
     yield_to_external: bool = False  # the in-process worker of `serve` in auto mode
     drain_s: float = 30.0  # on stop, how long in-flight rollouts may still finish
     block_s: float = 1.0  # an idle worker waits this long for new entries (and for a stop)
+    sample_every_s: float = 5.0  # the queue gauges are read this often
+    retry_backoff_s: float = 0.2  # before the first redelivery of a rollout that raised
+
+    @property
+    def heartbeat_s(self) -> float:
+        """Five heartbeats per `dead_after_s`: one lost write never makes a worker dead."""
+        return self.dead_after_s / 5
 
 
 class Worker:
@@ -65,22 +79,42 @@ class Worker:
         self.stopped = asyncio.Event()
         self._job_info: dict[str, tuple[Options, str]] = {}
         self._externals: tuple[float, bool] = (0.0, False)
+        self._next_takeover = self._next_reclaim = 0.0
+        self._backlog: list[Entry] = []
+        self._outage_at = float("-inf")  # monotonic time this worker last failed to reach Redis
+        self._pulse: Pulse | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set; then let in-flight rollouts finish (up to drain_s)."""
         config = self.config
-        next_reclaim = next_beat = 0.0
+        pulse = self._pulse = Pulse(
+            self.jobs,
+            config.name,
+            external=config.external,
+            heartbeat_s=config.heartbeat_s,
+            sample_every_s=config.sample_every_s,
+        )
         backoff = 0.1
         try:
             await self._until_ok(self.jobs.ensure_queue, stop)
+            # Alive before claiming anything: an entry held without a heartbeat record could
+            # be taken by the idle reclaim.
+            await self._until_ok(pulse.beat, stop)
+            pulse.start()
+            # An earlier process with this name died holding entries: nobody else will take
+            # them (this name's heartbeat is fresh again), so they come first.
+            self._backlog = await self._until_ok(lambda: self.jobs.adopt(config.name), stop)
+            self._next_reclaim = time.monotonic() + config.reclaim_every_s
+            if self._backlog:
+                log.warning(
+                    "worker %s: %d rollout(s) left by an earlier process of this name",
+                    config.name,
+                    len(self._backlog),
+                )
             while not stop.is_set():
                 try:
-                    now = time.monotonic()
-                    if config.external and now >= next_beat:
-                        await self.jobs.heartbeat(config.name)
-                        next_beat = now + config.heartbeat_s
-                    if config.yield_to_external and await self._externals_alive(now):
-                        await _wait(stop, config.heartbeat_s)
+                    if config.yield_to_external and await self._externals_alive():
+                        await _wait(stop, 1.0)
                         continue
                     free = config.concurrency - len(self.in_flight)
                     if free <= 0:
@@ -88,33 +122,103 @@ class Worker:
                             set(self.in_flight), timeout=1.0, return_when=asyncio.FIRST_COMPLETED
                         )
                         continue
-                    entries = []
-                    if now >= next_reclaim:
-                        entries = await self.jobs.reclaim(config.name, config.reclaim_idle_s, free)
-                        next_reclaim = now + config.reclaim_every_s
-                        for entry in entries:
-                            log.info(
-                                "took over %s[%d] (entry %s)", entry.job, entry.index, entry.id
-                            )
-                    if len(entries) < free:
-                        entries += await self.jobs.claim(
-                            config.name, free - len(entries), block_s=config.block_s
-                        )
-                    for entry in entries:
-                        task = asyncio.create_task(self._process(entry))
-                        self.in_flight[task] = entry
-                        task.add_done_callback(self._forget)
+                    # Each batch starts as soon as it is claimed: an entry claimed and then
+                    # dropped by a failing next step would sit under this live name forever.
+                    free -= await self._take_over(free)
+                    if free > 0:
+                        for entry in await self.jobs.claim(
+                            config.name, free, block_s=config.block_s
+                        ):
+                            self._start(entry)
                     backoff = 0.1
                 except StoreUnavailable as exc:
+                    self._outage_at = time.monotonic()
                     log.warning("worker %s: %s; retrying in %.1f s", config.name, exc, backoff)
                     await _wait(stop, backoff)
                     backoff = min(backoff * 2, 5.0)
         finally:
-            await self._drain()
+            await self._drain()  # still heartbeating: a draining worker is alive
+            await pulse.stop()
+            with contextlib.suppress(StoreUnavailable):
+                await self.jobs.retire(config.name)
             self.stopped.set()
 
+    async def _take_over(self, free: int) -> int:
+        """Start entries no live worker is judging, up to `free`; how many were started.
+        First what an earlier process of this name left, then dead workers' entries
+        (checked every heartbeat interval, at once again while more are waiting), then,
+        every few seconds, orphans of this worker and the idle-time last resort."""
+        config = self.config
+        now = time.monotonic()
+        started = 0
+        while self._backlog and started < free:
+            self._start(self._backlog.pop(0))
+            started += 1
+        if started < free and now >= self._next_takeover and self._sure_of_deaths(now):
+            want = free - started
+            taken = await self.jobs.take_over(config.name, config.dead_after_s, want)
+            self._next_takeover = now if len(taken.entries) >= want else now + config.heartbeat_s
+            for entry in taken.entries:
+                self._start(entry)
+            started += len(taken.entries)
+            metrics.JOBS_RECLAIMS.labels("dead_consumer").inc(len(taken.entries))
+            for owner in sorted(set(taken.owners)):
+                log.warning(
+                    "worker %s: took over %d rollout(s) of dead worker %s",
+                    config.name,
+                    taken.owners.count(owner),
+                    owner,
+                )
+            for name in taken.removed:
+                log.info("worker %s: removed dead worker %s from the group", config.name, name)
+        if now >= self._next_reclaim:
+            self._next_reclaim = now + config.reclaim_every_s
+            await self._adopt_orphans()
+            if started < free:
+                idle = await self.jobs.reclaim(config.name, config.reclaim_idle_s, free - started)
+                for entry in idle:
+                    self._start(entry)
+                started += len(idle)
+                metrics.JOBS_RECLAIMS.labels("idle").inc(len(idle))
+                if idle:
+                    log.warning(
+                        "worker %s: took over %d rollout(s) idle for %.0f s (no heartbeat)",
+                        config.name,
+                        len(idle),
+                        config.reclaim_idle_s,
+                    )
+        return started
+
+    def _sure_of_deaths(self, now: float) -> bool:
+        """Whether stale heartbeats mean dead workers: not until this worker has reached
+        Redis for `dead_after_s` without a failure. After an outage every heartbeat is
+        stale; live workers need a moment to beat again, and must not lose their rollouts
+        to whoever reconnected first."""
+        failed = max(self._outage_at, self._pulse.beat_failed_at if self._pulse else 0.0)
+        return now - failed >= self.config.dead_after_s
+
+    async def _adopt_orphans(self) -> None:
+        """Entries pending under this name that no task here is judging (a claim whose
+        reply was lost on the way: Redis delivered, the connection dropped). No other
+        worker would ever take them from a live name, so this one does."""
+        held = len(self.in_flight) + len(self._backlog)
+        if await self.jobs.pending(self.config.name) <= held:
+            return
+        known = {e.id for e in self.in_flight.values()} | {e.id for e in self._backlog}
+        orphans = [e for e in await self.jobs.adopt(self.config.name) if e.id not in known]
+        if orphans:
+            log.warning("worker %s: %d orphaned rollout(s) found", self.config.name, len(orphans))
+        self._backlog += orphans
+
+    def _start(self, entry: Entry) -> None:
+        task = asyncio.create_task(self._process(entry))
+        self.in_flight[task] = entry
+        metrics.JOBS_IN_FLIGHT.inc()
+        task.add_done_callback(self._forget)
+
     def _forget(self, task: asyncio.Task[None]) -> None:
-        self.in_flight.pop(task, None)
+        if self.in_flight.pop(task, None) is not None:
+            metrics.JOBS_IN_FLIGHT.dec()
 
     async def _drain(self) -> None:
         if self.in_flight:
@@ -134,10 +238,13 @@ class Worker:
                     "could not release %s[%d]; it will be reclaimed", entry.job, entry.index
                 )
 
-    async def _externals_alive(self, now: float) -> bool:
+    async def _externals_alive(self) -> bool:
+        now = time.monotonic()
         checked_at, alive = self._externals
-        if now - checked_at >= self.config.heartbeat_s:
-            alive = bool(await self.jobs.live_workers(3 * self.config.heartbeat_s))
+        if now - checked_at >= 5.0:
+            # By each host's clock (`workers`): generous, so that clock skew between
+            # machines cannot make `serve` and the workers both think the other is gone.
+            alive = bool(await self.jobs.live_workers(max(15.0, 3 * self.config.dead_after_s)))
             self._externals = (now, alive)
         return alive
 
@@ -157,40 +264,61 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
 
     async def _process(self, entry: Entry) -> None:
+        """Deliver the entry until it finishes: each try is counted by `begin`, so one that
+        keeps raising reaches the dead-letter list after `max_deliveries` tries."""
         config = self.config
-        try:
-            begin = await self._until_ok(
-                lambda: self.jobs.begin(entry, config.name, config.max_deliveries)
-            )
-            if begin.kind in ("done", "gone"):
-                await self._until_ok(lambda: self.jobs.ack(entry))
+        backoff = config.retry_backoff_s
+        # More tries than deliveries only when even dead-lettering fails (a broken job).
+        for _ in range(config.max_deliveries + 2):
+            try:
+                await self._deliver(entry)
                 return
-            if begin.kind == "cancelled":
-                await self._until_ok(lambda: self.jobs.finish(entry, CANCELLED, "cancelled"))
-                return
-            options, tenant = await self._info(entry.job)
-            if begin.kind == "dead":
-                await self._dead_letter(entry, tenant, begin.attempts, begin.last_error)
-                return
-            payload = json.loads(begin.payload or "{}")
-            rollout = Rollout.model_validate(payload["rollout"])
-            result, _ = await self.engine.for_tenant(tenant).judge_or_fail(
-                rollout,
-                options,
-                _advantage(payload.get("advantage")),
-                field=f"rollouts[{entry.index}]",
-            )
-            self.judged += 1
-            kind: FinishKind = "failed" if result.status == "failed" else "done"
-            data = result.model_dump_json(exclude_none=True)
-            await self._until_ok(lambda: self.jobs.finish(entry, data, kind))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("%s[%d] failed; it will be delivered again", entry.job, entry.index)
-            # If the store is down too, the delivery count still grows; only the text is lost.
-            with contextlib.suppress(StoreUnavailable):
-                await self.jobs.record_error(entry, f"{type(exc).__name__}: {exc}")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                metrics.JOBS_RETRIES.inc()
+                log.exception(
+                    "%s[%d] failed; delivering it again in %.1f s", entry.job, entry.index, backoff
+                )
+                try:  # If the store is down too, the count still grows; only the text is lost.
+                    await self.jobs.record_error(entry, f"{type(exc).__name__}: {exc}")
+                except Exception as record_exc:
+                    log.warning("could not record the error: %s", record_exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+        # Held here it would never finish (a live worker's entries are never taken): put
+        # it back on the queue for another worker.
+        log.error("%s[%d] keeps failing here; giving it back", entry.job, entry.index)
+        with contextlib.suppress(StoreUnavailable):
+            await self.jobs.release(entry)
+
+    async def _deliver(self, entry: Entry) -> None:
+        config = self.config
+        begin = await self._until_ok(
+            lambda: self.jobs.begin(entry, config.name, config.max_deliveries)
+        )
+        if begin.kind in ("done", "gone"):
+            await self._until_ok(lambda: self.jobs.ack(entry))
+            return
+        if begin.kind == "cancelled":
+            await self._until_ok(lambda: self.jobs.finish(entry, CANCELLED, "cancelled"))
+            return
+        options, tenant = await self._info(entry.job)
+        if begin.kind == "dead":
+            await self._dead_letter(entry, tenant, begin.attempts, begin.last_error)
+            return
+        payload = json.loads(begin.payload or "{}")
+        rollout = Rollout.model_validate(payload["rollout"])
+        result, _ = await self.engine.for_tenant(tenant).judge_or_fail(
+            rollout,
+            options,
+            _advantage(payload.get("advantage")),
+            field=f"rollouts[{entry.index}]",
+        )
+        self.judged += 1
+        kind: FinishKind = "failed" if result.status == "failed" else "done"
+        data = result.model_dump_json(exclude_none=True)
+        await self._until_ok(lambda: self.jobs.finish(entry, data, kind))
 
     async def _dead_letter(
         self, entry: Entry, tenant: str, attempts: int, last_error: str | None
@@ -200,7 +328,8 @@ class Worker:
         record = dead_letter_record(entry, tenant, attempts, last_error, time.time())
         log.error("%s[%d] dead-lettered: %s", entry.job, entry.index, result.error)
         data = result.model_dump_json(exclude_none=True)
-        await self._until_ok(lambda: self.jobs.finish(entry, data, "dead", record))
+        if await self._until_ok(lambda: self.jobs.finish(entry, data, "dead", record)):
+            metrics.JOBS_DEAD_LETTERED.inc()
 
     async def _info(self, job_id: str) -> tuple[Options, str]:
         if job_id not in self._job_info:

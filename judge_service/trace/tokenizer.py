@@ -1,222 +1,264 @@
-"""Loading the policy's tokenizer once, and decoding ids into a `Trace` without re-tokenizing.
+"""Tokenizers by name, loaded once, at a bounded cost, and only those the server allows.
 
-Two decoders:
-
-* byte-level BPE (GPT-2, Llama 3, Qwen, DeepSeek): every id maps to a fixed byte
-  string, so the trace is one join plus vectorised UTF-8 bookkeeping;
-* anything else (SentencePiece/Metaspace, WordPiece): incremental decoding over a
-  sliding window, as streaming detokenizers do, so that decoder rules that look
-  at neighbours (a stripped leading space, ``##`` joins) stay exact.
+`TokenizerCache` keeps loaded tokenizers in an LRU. Concurrent requests for a name
+share one load (single flight), which runs in its own thread: a caller waits at most
+`load_timeout_s` and then gets a 503 while the load goes on. A name that failed fails
+fast, with the same error, for `failure_ttl_s`; all that is kept of it is that one entry
+in a bounded LRU. What may be loaded, and how, is `loading.py`; decoding is
+`detokenize.py`.
 """
 
 from __future__ import annotations
 
-import codecs
-import json
+import asyncio
+import logging
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+from judge_service.errors import TokenizerError, UnavailableError
+from judge_service.trace.detokenize import LoadedTokenizer
+from judge_service.trace.loading import (
+    HUB_TIMEOUT_S,
+    Source,
+    TokenizerPolicy,
+    check_name,
+    load_hf,
+    shown,
+    trusted_source,
+)
 
-# Imported here, in the importing thread: transformers' lazy attribute loading is not
-# thread-safe, and tokenizers are first loaded from worker threads.
-from transformers import AutoTokenizer
+if TYPE_CHECKING:
+    from judge_service.config import Settings
 
-from judge_service.errors import TokenIdError, TokenizerError
-from judge_service.trace.decode import Trace
+__all__ = ["LoadedTokenizer", "TokenizerCache", "TokenizerPolicy"]
 
-_REPLACEMENT = "\ufffd"
-
-
-@lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """Inverse of GPT-2's ``bytes_to_unicode``: printable stand-in char -> byte."""
-    printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    byte_values = printable[:]
-    chars = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in byte_values:
-            byte_values.append(byte)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(byte_values, chars, strict=True)}
+log = logging.getLogger(__name__)
 
 
-class LoadedTokenizer:
-    """A tokenizer loaded through `transformers`, with a decoder that yields char ranges."""
+@dataclass(frozen=True)
+class _Failure:
+    """What a failed load left behind: the error to repeat until `until`, nothing more
+    (no exception, traceback or lock that would keep the name's load alive)."""
 
-    def __init__(self, name: str, hf_tokenizer: Any) -> None:
-        self.name = name
-        self.hf = hf_tokenizer
-        self.vocab_size = len(hf_tokenizer)
-        self._byte_table: list[bytes | None] | None = None
-        self._byte_lengths: npt.NDArray[np.int64] | None = None
-        self._known: npt.NDArray[np.bool_] | None = None
-        self._build_byte_table()
-
-    @property
-    def byte_level(self) -> bool:
-        return self._byte_table is not None
-
-    def _build_byte_table(self) -> None:
-        backend = getattr(self.hf, "backend_tokenizer", None)
-        if backend is None:
-            return
-        decoder = json.loads(backend.to_str()).get("decoder") or {}
-        if decoder.get("type") != "ByteLevel":
-            return
-        byte_decoder = _byte_decoder()
-        added = {i: tok.content for i, tok in self.hf.added_tokens_decoder.items()}
-        pieces = self.hf.convert_ids_to_tokens(list(range(self.vocab_size)))
-        table: list[bytes | None] = []
-        for index, piece in enumerate(pieces):
-            if index in added:
-                table.append(added[index].encode("utf-8"))
-            elif piece is None:
-                table.append(None)
-            else:
-                try:
-                    table.append(bytes(byte_decoder[c] for c in piece))
-                except KeyError:
-                    return  # not a pure byte-level vocabulary: use the generic decoder
-        self._byte_table = table
-        self._byte_lengths = np.array([len(b) if b is not None else 0 for b in table], np.int64)
-        self._known = np.array([b is not None for b in table], np.bool_)
-
-    def check_ids(self, ids: npt.NDArray[np.int64], field: str) -> None:
-        bad = np.flatnonzero((ids < 0) | (ids >= self.vocab_size))
-        if bad.size == 0 and self._known is not None:
-            bad = np.flatnonzero(~self._known[ids])
-        if bad.size:
-            k = int(bad[0])
-            raise TokenIdError(
-                f"token id {int(ids[k])} is not in the vocabulary of tokenizer {self.name!r} "
-                f"(size {self.vocab_size}); {bad.size} bad id(s) in all",
-                field=f"{field}[{k}]",
-            )
-
-    def decode(
-        self, token_ids: Sequence[int] | npt.NDArray[np.int64], field: str = "response_token_ids"
-    ) -> Trace:
-        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
-        self.check_ids(ids, field)
-        if self._byte_table is not None:
-            return self._decode_byte_level(ids)
-        return self._decode_incremental(ids)
-
-    def _decode_byte_level(self, ids: npt.NDArray[np.int64]) -> Trace:
-        table = self._byte_table
-        assert table is not None and self._byte_lengths is not None
-        raw = b"".join([table[i] or b"" for i in ids.tolist()])
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return self._decode_bytes_lossy(ids, table)
-        byte_ends = np.cumsum(self._byte_lengths[ids])
-        data = np.frombuffer(raw, dtype=np.uint8)
-        char_starts = np.flatnonzero((data & 0xC0) != 0x80)
-        # A char is complete once its last byte has arrived; its last byte is just
-        # before the next char's first byte.
-        char_last = np.empty_like(char_starts)
-        char_last[:-1] = char_starts[1:] - 1
-        if char_starts.size:
-            char_last[-1] = len(raw) - 1
-        offsets = np.zeros(ids.shape[0] + 1, np.int64)
-        offsets[1:] = np.searchsorted(char_last, byte_ends, side="left")
-        return Trace(ids, text, offsets)
-
-    def _decode_bytes_lossy(self, ids: npt.NDArray[np.int64], table: list[bytes | None]) -> Trace:
-        # Invalid UTF-8 (a truncated character, stray continuation bytes): decode
-        # token by token with the same replacement rule the tokenizer applies.
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pieces: list[str] = []
-        for i in ids.tolist():
-            chunk = table[i]
-            assert chunk is not None
-            pieces.append(decoder.decode(chunk))
-        pieces[-1] += decoder.decode(b"", final=True)
-        return _trace_from_pieces(ids, pieces)
-
-    def _decode_incremental(self, ids: npt.NDArray[np.int64]) -> Trace:
-        ids_list = ids.tolist()
-        pieces = [""] * len(ids_list)
-        prefix_offset = 0
-        read_offset = 0
-        for i in range(len(ids_list)):
-            prefix_text = self._decode_ids(ids_list[prefix_offset:read_offset])
-            new_text = self._decode_ids(ids_list[prefix_offset : i + 1])
-            if len(new_text) > len(prefix_text) and not new_text.endswith(_REPLACEMENT):
-                pieces[i] = new_text[len(prefix_text) :]
-                prefix_offset, read_offset = read_offset, i + 1
-        if read_offset < len(ids_list):
-            prefix_text = self._decode_ids(ids_list[prefix_offset:read_offset])
-            pieces[-1] = self._decode_ids(ids_list[prefix_offset:])[len(prefix_text) :]
-        return _trace_from_pieces(ids, pieces)
-
-    def _decode_ids(self, ids: list[int]) -> str:
-        if not ids:
-            return ""
-        return str(
-            self.hf.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        )
+    unavailable: bool  # the hub was unreachable (503), else the name is wrong (422)
+    message: str
+    until: float  # time.monotonic()
 
 
-def _trace_from_pieces(ids: npt.NDArray[np.int64], pieces: list[str]) -> Trace:
-    offsets = np.zeros(len(pieces) + 1, np.int64)
-    if pieces:
-        offsets[1:] = np.cumsum([len(p) for p in pieces])
-    return Trace(ids, "".join(pieces), offsets)
+class _LoadFailed(Exception):
+    def __init__(self, failure: _Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class _Load:
+    """A load in flight, shared by every request for its name until it ends."""
+
+    future: Future[LoadedTokenizer]
+    deadline: float  # waiters give up then (the load itself goes on); inf: no deadline
+    hub: bool  # from the hub, not a local directory
 
 
 class TokenizerCache:
-    """Tokenizers by name, loaded once and kept (least recently used evicted)."""
+    """Tokenizers by name: loaded once (concurrent requests for a name share one load),
+    kept in an LRU; a failed name fails fast for `failure_ttl_s`; nobody waits more than
+    `load_timeout_s` for a load, which then finishes (or not) in its own thread.
 
-    def __init__(self, *, max_size: int = 8, allowed: Sequence[str] | None = None) -> None:
+    With no `policy` (and no `allowed`) every name is loaded: the command line, tests and
+    the probe. A server builds its cache with `from_settings`.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_size: int = 8,
+        allowed: Sequence[str] | None = None,
+        policy: TokenizerPolicy | None = None,
+        load_timeout_s: float | None = None,
+        failure_ttl_s: float = 60.0,
+        offline: bool = False,
+        max_failures: int = 1024,
+        max_loads: int = 4,
+    ) -> None:
+        if policy is None and allowed is not None:
+            policy = TokenizerPolicy(allowed=allowed)
+        self.policy = policy
         self._max_size = max_size
-        self._allowed = list(allowed) if allowed else None
+        self._load_timeout_s = load_timeout_s
+        self._failure_ttl_s = failure_ttl_s
+        self._offline = offline
+        self._max_failures = max_failures
+        # A hub load holds a thread until transformers returns, which against a hub that
+        # dies mid-download can be minutes: at most this many at once, whatever names
+        # callers invent. (A local load ends with the disk; names under the roots are few.)
+        self._max_loads = max_loads
         self._items: OrderedDict[str, LoadedTokenizer] = OrderedDict()
+        self._failures: OrderedDict[str, _Failure] = OrderedDict()
+        self._loading: dict[str, _Load] = {}
         self._lock = threading.Lock()
-        self._loading: dict[str, threading.Lock] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, trusted: bool = False) -> TokenizerCache:
+        """The server's cache; `trusted` (a command run by the operator) loads any name and
+        waits for a download however long it takes."""
+        policy = None
+        if not trusted:
+            policy = TokenizerPolicy(
+                allowed=settings.allowed_tokenizers or (),
+                roots=settings.tokenizer_roots or (),
+                default=settings.default_tokenizer,
+            )
+        return cls(
+            max_size=settings.tokenizer_cache_size,
+            policy=policy,
+            load_timeout_s=None if trusted else settings.tokenizer_load_timeout_s,
+            failure_ttl_s=settings.tokenizer_failure_ttl_s,
+            offline=settings.tokenizer_offline,
+        )
+
+    def sizes(self) -> dict[str, int]:
+        """How many names the cache holds state for: loaded, loading, failed."""
+        with self._lock:
+            return {
+                "loaded": len(self._items),
+                "loading": len(self._loading),
+                "failed": len(self._failures),
+            }
 
     def get(self, name: str, field: str = "tokenizer") -> LoadedTokenizer:
+        """The tokenizer `name`; TokenizerError (422) or UnavailableError (503) naming `field`.
+        Blocks the calling thread while a load is in flight (see `aget`)."""
+        joined = self._join(name, field)
+        if isinstance(joined, LoadedTokenizer):
+            return joined
+        try:
+            return joined.future.result(timeout=self._remaining(joined))
+        except TimeoutError:
+            raise self._still_loading(name, field) from None
+        except _LoadFailed as exc:
+            raise self._error(exc.failure, field) from None
+
+    async def aget(self, name: str, field: str = "tokenizer") -> LoadedTokenizer:
+        """`get` for the event loop: waiting for a load holds no thread of the loop's pool,
+        so requests for a name the hub never serves cannot starve everyone else's."""
+        joined = self._join(name, field)
+        if isinstance(joined, LoadedTokenizer):
+            return joined
+        shared = asyncio.wrap_future(joined.future)
+        # Read its outcome even when nobody awaits it any more (this caller timed out):
+        # else asyncio logs "exception was never retrieved" for every failed load.
+        shared.add_done_callback(_retrieve)
+        try:
+            return await asyncio.wait_for(asyncio.shield(shared), self._remaining(joined))
+        except TimeoutError:
+            raise self._still_loading(name, field) from None
+        except _LoadFailed as exc:
+            raise self._error(exc.failure, field) from None
+
+    def _join(self, name: str, field: str) -> LoadedTokenizer | _Load:
+        """The loaded tokenizer, or the load to wait for (started here if none is)."""
+        if self.policy is not None:
+            source = self.policy.resolve(name, field)
+        else:
+            check_name(name, field)
+            source = trusted_source(name)
+        now = time.monotonic()
         with self._lock:
             if name in self._items:
                 self._items.move_to_end(name)
                 return self._items[name]
-            load_lock = self._loading.setdefault(name, threading.Lock())
-        with load_lock:  # one load per name, even under concurrent first requests
-            with self._lock:
-                if name in self._items:
-                    return self._items[name]
-            loaded = self._load(name, field)
-            with self._lock:
+            failure = self._failures.get(name)
+            if failure is not None:
+                if failure.until > now:
+                    raise self._error(failure, field)
+                del self._failures[name]
+            load = self._loading.get(name)
+            if load is not None:
+                return load
+            hub_loads = sum(1 for other in self._loading.values() if other.hub)
+            if not source.local and hub_loads >= self._max_loads:
+                raise UnavailableError(
+                    f"{hub_loads} tokenizers are loading from the hub already; try again shortly",
+                    field=field,
+                    retry_after_s=_RETRY_LOADING_S,
+                )
+            timeout = self._load_timeout_s
+            deadline = math.inf if timeout is None else now + timeout
+            load = _Load(Future(), deadline, hub=not source.local)
+            load.future.set_running_or_notify_cancel()
+            self._loading[name] = load
+        thread = threading.Thread(
+            target=self._load, args=(name, source, load), name="tokenizer-load", daemon=True
+        )
+        thread.start()
+        return load
+
+    def _load(self, name: str, source: Source, load: _Load) -> None:
+        """In the load's own thread: load, then record the tokenizer or the failure."""
+        hub_timeout = min(HUB_TIMEOUT_S, self._load_timeout_s or HUB_TIMEOUT_S)
+        loaded: LoadedTokenizer | None = None
+        failure: _Failure | None = None
+        try:
+            hf = load_hf(source, name, offline=self._offline, hub_timeout_s=hub_timeout)
+            loaded = LoadedTokenizer(name, hf)
+        except (TokenizerError, UnavailableError) as exc:
+            failure = self._failure(isinstance(exc, UnavailableError), exc.message)
+        except Exception as exc:  # a tokenizer transformers loads but we cannot use
+            log.exception("loading tokenizer %s failed", shown(name))
+            # The type only: the message may quote the whole name; the log has the rest.
+            failure = self._failure(
+                False, f"cannot use tokenizer {shown(name)}: {type(exc).__name__}"
+            )
+        with self._lock:
+            del self._loading[name]
+            if loaded is not None:
                 self._items[name] = loaded
-                self._loading.pop(name, None)
                 while len(self._items) > self._max_size:
                     self._items.popitem(last=False)
-            return loaded
+            elif failure is not None and self._failure_ttl_s > 0:
+                self._failures[name] = failure
+                while len(self._failures) > self._max_failures:
+                    self._failures.popitem(last=False)
+        if loaded is not None:
+            load.future.set_result(loaded)
+        else:
+            assert failure is not None
+            load.future.set_exception(_LoadFailed(failure))
 
-    def _load(self, name: str, field: str) -> LoadedTokenizer:
-        if self._allowed is not None and name not in self._allowed:
-            raise TokenizerError(
-                f"tokenizer {name!r} is not allowed on this server (JUDGE_ALLOWED_TOKENIZERS)",
-                field=field,
-            )
-        try:
-            hf = AutoTokenizer.from_pretrained(
-                str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name,
-                trust_remote_code=False,
-            )
-        except Exception as exc:  # transformers raises OSError, ValueError, HF hub errors
-            raise TokenizerError(f"cannot load tokenizer {name!r}: {exc}", field=field) from exc
-        return LoadedTokenizer(name, hf)
+    def _failure(self, unavailable: bool, message: str) -> _Failure:
+        return _Failure(unavailable, message, time.monotonic() + self._failure_ttl_s)
+
+    def _remaining(self, load: _Load) -> float | None:
+        if math.isinf(load.deadline):
+            return None
+        return max(0.0, load.deadline - time.monotonic())
+
+    def _error(self, failure: _Failure, field: str) -> TokenizerError | UnavailableError:
+        if not failure.unavailable:
+            return TokenizerError(failure.message, field=field)
+        # The next attempt at this name is when the failure expires: retry then.
+        retry = max(1.0, math.ceil(failure.until - time.monotonic()))
+        return UnavailableError(failure.message, field=field, retry_after_s=retry)
+
+    def _still_loading(self, name: str, field: str) -> UnavailableError:
+        return UnavailableError(
+            f"tokenizer {shown(name)} is still loading after {self._load_timeout_s:g} s "
+            "(JUDGE_TOKENIZER_LOAD_TIMEOUT_S); try again shortly",
+            field=field,
+            retry_after_s=_RETRY_LOADING_S,
+        )
+
+
+def _retrieve(future: asyncio.Future[LoadedTokenizer]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+_RETRY_LOADING_S = 5.0  # a load past its deadline: the hub is slow, not (yet) known down

@@ -49,7 +49,7 @@ async def readyz(request: Request) -> JSONResponse:
     name = engine.settings.default_tokenizer
     if name:
         try:
-            await _bounded(asyncio.to_thread(engine.tokenizers.get, name))
+            await _bounded(engine.tokenizers.aget(name))
             checks["default_tokenizer"] = {"ok": True, "name": name}
         except Exception as exc:  # report, never crash the probe
             error = "timed out" if isinstance(exc, TimeoutError) else str(exc)[:300]

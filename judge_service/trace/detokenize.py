@@ -1,0 +1,190 @@
+"""Decoding a policy's ids into a `Trace` with its own tokenizer, without re-tokenizing.
+
+Two decoders:
+
+* byte-level BPE (GPT-2, Llama 3, Qwen, DeepSeek): every id maps to a fixed byte
+  string, so the trace is one join plus vectorised UTF-8 bookkeeping;
+* anything else (SentencePiece/Metaspace, WordPiece): incremental decoding over a
+  sliding window, as streaming detokenizers do, so that decoder rules that look
+  at neighbours (a stripped leading space, ``##`` joins) stay exact.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from judge_service.errors import TokenIdError
+from judge_service.trace.decode import Trace
+
+_REPLACEMENT = "\ufffd"
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's ``bytes_to_unicode``: printable stand-in char -> byte."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    byte_values = printable[:]
+    chars = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in byte_values:
+            byte_values.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(byte_values, chars, strict=True)}
+
+
+class LoadedTokenizer:
+    """A tokenizer loaded through `transformers`, with a decoder that yields char ranges."""
+
+    def __init__(self, name: str, hf_tokenizer: Any) -> None:
+        self.name = name
+        self.hf = hf_tokenizer
+        self.vocab_size = len(hf_tokenizer)
+        self._byte_table: list[bytes | None] | None = None
+        self._byte_lengths: npt.NDArray[np.int64] | None = None
+        self._known: npt.NDArray[np.bool_] | None = None
+        self._build_byte_table()
+
+    @property
+    def byte_level(self) -> bool:
+        return self._byte_table is not None
+
+    def _build_byte_table(self) -> None:
+        backend = getattr(self.hf, "backend_tokenizer", None)
+        if backend is None:
+            return
+        decoder = json.loads(backend.to_str()).get("decoder") or {}
+        if decoder.get("type") != "ByteLevel":
+            return
+        byte_decoder = _byte_decoder()
+        added = {i: tok.content for i, tok in self.hf.added_tokens_decoder.items()}
+        pieces = self.hf.convert_ids_to_tokens(list(range(self.vocab_size)))
+        table: list[bytes | None] = []
+        for index, piece in enumerate(pieces):
+            if index in added:
+                table.append(added[index].encode("utf-8"))
+            elif piece is None:
+                table.append(None)
+            else:
+                try:
+                    table.append(bytes(byte_decoder[c] for c in piece))
+                except KeyError:
+                    return  # not a pure byte-level vocabulary: use the generic decoder
+        self._byte_table = table
+        self._byte_lengths = np.array([len(b) if b is not None else 0 for b in table], np.int64)
+        self._known = np.array([b is not None for b in table], np.bool_)
+
+    def check_ids(self, ids: npt.NDArray[np.int64], field: str) -> None:
+        bad = np.flatnonzero((ids < 0) | (ids >= self.vocab_size))
+        if bad.size == 0 and self._known is not None:
+            bad = np.flatnonzero(~self._known[ids])
+        if bad.size:
+            k = int(bad[0])
+            raise TokenIdError(
+                f"token id {int(ids[k])} is not in the vocabulary of tokenizer {self.name!r} "
+                f"(size {self.vocab_size}); {bad.size} bad id(s) in all",
+                field=f"{field}[{k}]",
+            )
+
+    def decode(
+        self, token_ids: Sequence[int] | npt.NDArray[np.int64], field: str = "response_token_ids"
+    ) -> Trace:
+        ids = as_ids(token_ids, field)
+        self.check_ids(ids, field)
+        if self._byte_table is not None:
+            return self._decode_byte_level(ids)
+        return self._decode_incremental(ids)
+
+    def _decode_byte_level(self, ids: npt.NDArray[np.int64]) -> Trace:
+        table = self._byte_table
+        assert table is not None and self._byte_lengths is not None
+        raw = b"".join([table[i] or b"" for i in ids.tolist()])
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._decode_bytes_lossy(ids, table)
+        byte_ends = np.cumsum(self._byte_lengths[ids])
+        data = np.frombuffer(raw, dtype=np.uint8)
+        char_starts = np.flatnonzero((data & 0xC0) != 0x80)
+        # A char is complete once its last byte has arrived; its last byte is just
+        # before the next char's first byte.
+        char_last = np.empty_like(char_starts)
+        char_last[:-1] = char_starts[1:] - 1
+        if char_starts.size:
+            char_last[-1] = len(raw) - 1
+        offsets = np.zeros(ids.shape[0] + 1, np.int64)
+        offsets[1:] = np.searchsorted(char_last, byte_ends, side="left")
+        return Trace(ids, text, offsets)
+
+    def _decode_bytes_lossy(self, ids: npt.NDArray[np.int64], table: list[bytes | None]) -> Trace:
+        # Invalid UTF-8 (a truncated character, stray continuation bytes): decode
+        # token by token with the same replacement rule the tokenizer applies.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[str] = []
+        for i in ids.tolist():
+            chunk = table[i]
+            assert chunk is not None
+            pieces.append(decoder.decode(chunk))
+        pieces[-1] += decoder.decode(b"", final=True)
+        return _trace_from_pieces(ids, pieces)
+
+    def _decode_incremental(self, ids: npt.NDArray[np.int64]) -> Trace:
+        ids_list = ids.tolist()
+        pieces = [""] * len(ids_list)
+        prefix_offset = 0
+        read_offset = 0
+        for i in range(len(ids_list)):
+            prefix_text = self._decode_ids(ids_list[prefix_offset:read_offset])
+            new_text = self._decode_ids(ids_list[prefix_offset : i + 1])
+            if len(new_text) > len(prefix_text) and not new_text.endswith(_REPLACEMENT):
+                pieces[i] = new_text[len(prefix_text) :]
+                prefix_offset, read_offset = read_offset, i + 1
+        if read_offset < len(ids_list):
+            prefix_text = self._decode_ids(ids_list[prefix_offset:read_offset])
+            pieces[-1] = self._decode_ids(ids_list[prefix_offset:])[len(prefix_text) :]
+        return _trace_from_pieces(ids, pieces)
+
+    def _decode_ids(self, ids: list[int]) -> str:
+        if not ids:
+            return ""
+        return str(
+            self.hf.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        )
+
+
+def as_ids(token_ids: Sequence[int] | npt.NDArray[np.int64], field: str) -> npt.NDArray[np.int64]:
+    """The ids as int64, where they are first converted: JSON gives Python ints of any
+    size, and one past int64 would be an OverflowError (a 500) here or in the cache key."""
+    try:
+        return np.asarray(token_ids, dtype=np.int64).reshape(-1)
+    except OverflowError:
+        pass
+    for k, value in enumerate(token_ids):
+        value = int(value)
+        if not -(2**63) <= value < 2**63:
+            # bit_length, never str(): a huge int's digits are quadratic to print.
+            size = str(value) if value.bit_length() <= 64 else f"of {value.bit_length()} bits"
+            raise TokenIdError(
+                f"token id {size} is outside the range of token ids (64-bit integers)",
+                field=f"{field}[{k}]",
+            )
+    raise AssertionError("unreachable: numpy refused ids that all fit in int64")
+
+
+def _trace_from_pieces(ids: npt.NDArray[np.int64], pieces: list[str]) -> Trace:
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    if pieces:
+        offsets[1:] = np.cumsum([len(p) for p in pieces])
+    return Trace(ids, "".join(pieces), offsets)
