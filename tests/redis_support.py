@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +250,42 @@ def wait_job(client: httpx.Client, job_id: str, timeout: float) -> dict[str, Any
 
     result: dict[str, Any] = wait_until(finished, timeout, f"job {job_id} to finish", every=0.1)
     return result
+
+
+def start_job_and_wait_busy(
+    client: httpx.Client,
+    body: dict[str, Any],
+    url: str,
+    prefix: str,
+    victim: str,
+    done_at_least: int,
+) -> str:
+    """Submit a job; return its id once `done_at_least` rollouts are done and the worker
+    named `victim` holds some in flight (the moment a kill test strikes)."""
+    created = client.post("/v1/jobs", json=body)
+    assert created.status_code == 202, created.text
+    job_id: str = created.json()["id"]
+
+    def victim_busy() -> bool:
+        done = client.get(f"/v1/jobs/{job_id}").json()["counts"]["done"]
+        return done >= done_at_least and pending_of(url, prefix, victim) > 0
+
+    wait_until(victim_busy, 60, "the job to be under way")
+    return job_id
+
+
+@asynccontextmanager
+async def redis_job_store() -> AsyncIterator[Any]:
+    """A `RedisJobStore` under a fresh prefix, dropped afterwards."""
+    from judge_service.jobs.queue import RedisJobStore
+    from judge_service.store.redis_store import RedisStore
+
+    url, prefix = require_redis(), unique_prefix()
+    store = RedisStore(url, prefix=prefix, cache_ttl_s=600)
+    queue = RedisJobStore(store.conn, ttl_s=600)
+    await queue.ensure_queue()
+    try:
+        yield queue
+    finally:
+        await store.close()
+        drop_prefix(url, prefix)

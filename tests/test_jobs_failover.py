@@ -36,6 +36,7 @@ from tests.redis_support import (
     service_env,
     shared_redis,
     spawn,
+    start_job_and_wait_busy,
     stop,
     wait_job,
     wait_until,
@@ -126,15 +127,8 @@ def test_a_killed_workers_rollouts_are_taken_over_in_seconds_with_default_settin
                 httpx.Client(base_url=live.url, timeout=30) as client,
             ):
                 options = {"judge": MODEL, "fallback": "zero"}
-                created = client.post("/v1/jobs", json={"rollouts": rollouts, "options": options})
-                assert created.status_code == 202, created.text
-                job_id = created.json()["id"]
-
-                def victim_busy() -> bool:
-                    done = client.get(f"/v1/jobs/{job_id}").json()["counts"]["done"]
-                    return done >= 30 and pending_of(url, prefix, "fo-w0") > 0
-
-                wait_until(victim_busy, 60, "the job to be under way")
+                body = {"rollouts": rollouts, "options": options}
+                job_id = start_job_and_wait_busy(client, body, url, prefix, "fo-w0", 30)
                 killed_at = time.monotonic()
                 in_flight = _victim_killed(workers[0], url, prefix, "fo-w0")
                 wait_until(

@@ -30,6 +30,7 @@ from tests.redis_support import (
     service_env,
     shared_redis,
     spawn,
+    start_job_and_wait_busy,
     stop,
     wait_job,
     wait_until,
@@ -78,15 +79,8 @@ def test_a_killed_worker_loses_nothing_and_pays_for_nothing_twice(
                 httpx.Client(base_url=live.url, timeout=30) as client,
             ):
                 options = {"judge": MODEL, "deadline_s": DEADLINE_S, "fallback": "zero"}
-                created = client.post("/v1/jobs", json={"rollouts": rollouts, "options": options})
-                assert created.status_code == 202, created.text
-                job_id = created.json()["id"]
-
-                def victim_busy() -> bool:
-                    done = client.get(f"/v1/jobs/{job_id}").json()["counts"]["done"]
-                    return done >= 40 and pending_of(url, prefix, "kill-w0") > 0
-
-                wait_until(victim_busy, 60, "the job to be under way")
+                body = {"rollouts": rollouts, "options": options}
+                job_id = start_job_and_wait_busy(client, body, url, prefix, "kill-w0", 40)
                 workers[0].send_signal(signal.SIGKILL)
                 workers[0].wait(timeout=10)
                 in_flight = pending_of(url, prefix, "kill-w0")  # frozen now: nobody acks them

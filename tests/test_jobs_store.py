@@ -11,9 +11,7 @@ import pytest
 
 from judge_service.jobs.memory_queue import MemoryJobStore
 from judge_service.jobs.model import CANCELLED, IdempotencyConflict, JobStore
-from judge_service.jobs.queue import RedisJobStore
-from judge_service.store.redis_store import RedisStore
-from tests.redis_support import drop_prefix, require_redis, unique_prefix
+from tests.redis_support import redis_job_store
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -21,15 +19,8 @@ async def jobs(request: pytest.FixtureRequest) -> AsyncIterator[JobStore]:
     if request.param == "memory":
         yield MemoryJobStore(ttl_s=600)
         return
-    url, prefix = require_redis(), unique_prefix()
-    store = RedisStore(url, prefix=prefix, cache_ttl_s=600)
-    queue = RedisJobStore(store.conn, ttl_s=600)
-    await queue.ensure_queue()
-    try:
+    async with redis_job_store() as queue:
         yield queue
-    finally:
-        await store.close()
-        drop_prefix(url, prefix)
 
 
 async def _create(jobs: JobStore, n: int = 3, key: str | None = None, fp: str = "f1") -> str:

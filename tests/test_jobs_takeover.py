@@ -19,21 +19,13 @@ import redis
 from judge_service.jobs import queue as queue_mod
 from judge_service.jobs.model import JobStore
 from judge_service.jobs.queue import RedisJobStore
-from judge_service.store.redis_store import RedisStore
-from tests.redis_support import ROOT, drop_prefix, require_redis, unique_prefix
+from tests.redis_support import ROOT, redis_job_store
 
 
 @pytest.fixture
 async def jobs() -> AsyncIterator[RedisJobStore]:
-    url, prefix = require_redis(), unique_prefix()
-    store = RedisStore(url, prefix=prefix, cache_ttl_s=600)
-    queue = RedisJobStore(store.conn, ttl_s=600)
-    await queue.ensure_queue()
-    try:
+    async with redis_job_store() as queue:
         yield queue
-    finally:
-        await store.close()
-        drop_prefix(url, prefix)
 
 
 def _raw(jobs: RedisJobStore) -> redis.Redis:
