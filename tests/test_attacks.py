@@ -173,3 +173,20 @@ async def test_a_credit_sweep_makes_no_provider_call(
         rollout, Options(judge=JUDGE, max_turns=4, fallback="zero", label_scores=scores)
     )
     assert changed.cache == "miss" and changed.cache_key != first.cache_key
+
+
+async def test_a_hit_returns_the_transcript_the_judging_request_kept(
+    servers: dict[str, FakeProviderServer], trace: Trace, bpe_dir: Path
+) -> None:
+    server = servers["openai"]
+    sound = _by_name(trace, "whole_trace_correction").sound
+    server.book.add("attack-transcript", call("submit_spans", spans=sound))
+    engine = _engine(server)
+    rollout = _rollout(trace, bpe_dir, "attack-transcript")
+    options = Options(judge=JUDGE, max_turns=4, include_transcript=True)
+    first = await engine.judge_one(rollout, options)
+    assert first.cache == "miss" and first.transcript
+    assert any(entry["type"] == "tool" for entry in first.transcript)
+    again = await engine.judge_one(rollout, options.model_copy(update={"lambda_": 1.0}))
+    assert again.cache == "hit" and again.transcript == first.transcript
+    assert len(server.requests_for("attack-transcript")) == 1

@@ -277,7 +277,9 @@ class ToolLoop:
             return ToolOutput(call.id, call.name, result.content, is_error=True)
         spans = list(result.data["spans"])
         s.spans = spans
-        report = check(spans)
+        # In a thread: on a long trace a hostile submission can make validation's grounding
+        # check parse thousands of lines; a session turn is seconds, the hop is nothing.
+        report = await asyncio.to_thread(check, spans)
         s.accepted = not report.rejected
         if s.accepted:
             text = f"Accepted {len(report.accepted)} span(s). The review is complete."
