@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     llm_max_input_tokens: int | None = Field(default=None, ge=1)  # per rollout, all turns
     llm_tools: Annotated[list[str] | None, NoDecode] = None  # CSV of tool names; unset: all
     llm_prompt_version: str = "v1"
-    llm_prompts_dir: str | None = None  # unset: prompts/ beside the package, else ./prompts
+    llm_prompts_dir: str | None = None  # unset: the prompts shipped in the package
 
     @field_validator("llm_tools", mode="before")
     @classmethod

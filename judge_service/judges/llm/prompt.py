@@ -1,4 +1,4 @@
-"""The judge's prompts: loaded from ``prompts/<version>/``, rendered, and versioned.
+"""The judge's prompts: loaded from ``judge_service/prompts/<version>/``, rendered, and versioned.
 
 The rendered system text (instructions + rubric) depends only on the prompt
 files and the request's label set, and the context (problem, verdict,
@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from string import Template
 
@@ -33,15 +34,12 @@ PLACEHOLDERS: Mapping[str, tuple[str, ...]] = {
     "nudge": (),
     "budget": ("max_tool_calls",),
 }
-# prompts/ sits beside the package in a checkout or editable install; an installed wheel
-# (the Docker image: `pip install .` in /app) leaves it in the working directory.
-DEFAULT_PROMPTS_DIR = Path(judge_service.__file__).resolve().parent.parent / "prompts"
+# The prompts ship inside the package (package data), so a wheel installed anywhere finds
+# them; JUDGE_LLM_PROMPTS_DIR points elsewhere to try other wording without a reinstall.
+DEFAULT_PROMPTS_DIR = Path(str(files(judge_service) / "prompts"))
 
 
 def default_prompts_dir() -> Path:
-    for candidate in (DEFAULT_PROMPTS_DIR, Path.cwd() / "prompts"):
-        if candidate.is_dir():
-            return candidate
     return DEFAULT_PROMPTS_DIR
 
 
