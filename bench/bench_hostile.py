@@ -6,7 +6,10 @@ GETs /healthz every 10 ms while the request runs (repeated `--repeats` times),
 and the table shows the request's status and time and the probe's p50 / p99 /
 max latency. Target: p99 under 100 ms for every kind.
 
-    .venv/bin/python bench/bench_hostile.py [--repeats 3]
+    .venv/bin/python bench/bench_hostile.py [--repeats 3] [--only TEXT] [--source DIR]
+
+``--source DIR`` serves the judge_service package of another checkout (e.g. a
+``git worktree`` of an older commit), for a before/after table from one session.
 """
 
 from __future__ import annotations
@@ -37,11 +40,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _serve(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(env: dict[str, str], source: str | None) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
+    if source:  # (-m puts the working directory first on sys.path, then PYTHONPATH)
+        env = {**env, "PYTHONPATH": source}
     process = subprocess.Popen(
         [sys.executable, "-m", "judge_service.cli.main", "serve", "--port", str(port)],
         env={**os.environ, **env},
+        cwd=source,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -76,6 +82,12 @@ def cases(tokenizer: str, long_ids: list[int], short_ids: list[int]) -> dict[str
         {"start": i, "end": i + 1, "label": f"nope_{i}", "confidence": 0.9} for i in range(4_000)
     ]
     deep = b'{"rollout": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    # ~58 MiB: 290 rollouts of 30,000 ids, the last one invalid, so the whole body is
+    # parsed and validated before the 422 (nothing is judged).
+    ids = json.dumps(list(range(1000, 31_000)))
+    one = f'{{"id": "r", "tokenizer": "{tokenizer}", "response_token_ids": {ids}}}'
+    bad = f'{{"id": "r", "tokenizer": "{tokenizer}", "response_token_ids": ["a"]}}'
+    big_batch = ('{"rollouts": [' + ", ".join([one] * 290 + [bad]) + "]}").encode()
 
     def post(path: str, body: object, **kwargs: object) -> Request:
         return lambda c: c.post(path, json=body, **kwargs)  # type: ignore[arg-type]
@@ -111,6 +123,9 @@ def cases(tokenizer: str, long_ids: list[int], short_ids: list[int]) -> dict[str
             "/v1/judge",
             content=_chunks(80 << 20),
             headers={"content-type": "application/json"},
+        ),
+        "a 58 MiB batch, its last rollout invalid": lambda c: c.post(
+            "/v1/judge/batch", content=big_batch, headers={"content-type": "application/json"}
         ),
         "100,000-deep JSON nesting": lambda c: c.post(
             "/v1/judge", content=deep, headers={"content-type": "application/json"}
@@ -160,6 +175,8 @@ def measure(url: str, request: Request, repeats: int) -> tuple[list[int], list[f
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", default="", help="run the cases whose name contains this")
+    parser.add_argument("--source", default=None, help="serve judge_service from this checkout")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
     short_dir = build_byte_level_bpe(work / "bpe")
@@ -174,10 +191,12 @@ def main() -> None:
         "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}",  # nothing listens: unreachable
         "JUDGE_MAX_BODY_BYTES": str(64 << 20),
     }
-    process, url = _serve(env)
+    process, url = _serve(env, args.source)
     try:
         rows = []
         for name, request in cases(str(short_dir), long_ids, short_ids).items():
+            if args.only not in name:
+                continue
             statuses, took, lat = measure(url, request, args.repeats)
             lat_ms = sorted(x * 1000 for x in lat)
             p99 = lat_ms[min(len(lat_ms) - 1, int(0.99 * len(lat_ms)))]

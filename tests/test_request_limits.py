@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,12 +39,9 @@ def test_credit_refuses_more_spans_than_the_limit_before_any_work(live: LiveServ
     """30,000 one-token spans (1.5 MB) took 12-20 s with /healthz frozen; now a 413
     naming the field and the setting, as fast as the body can be read."""
     body = {"num_tokens": 30_000, "spans": _spans(30_000)}
-    began = time.monotonic()
     response = httpx.post(live.url + "/v1/credit", json=body, timeout=60)
-    elapsed = time.monotonic() - began
     assert response.status_code == 422 and response.json()["field"] == "spans"
     assert "4096" in response.json()["detail"] and "JUDGE_MAX_SPANS" in response.json()["detail"]
-    assert elapsed < 1.0
     # Under the schema's ceiling, the server's own JUDGE_MAX_SPANS (256 by default).
     over = httpx.post(live.url + "/v1/credit", json={"num_tokens": 300, "spans": _spans(300)})
     assert over.status_code == 413 and over.json()["field"] == "spans"
@@ -167,7 +163,6 @@ def test_a_declared_huge_body_is_refused_before_it_is_sent(live: LiveServer) -> 
 def test_deeply_nested_json_is_a_422_naming_the_body(live: LiveServer) -> None:
     """100,000 levels were a RecursionError inside the JSON parser."""
     for deep in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 65 + b"1" + b"}" * 65):
-        began = time.monotonic()
         response = httpx.post(
             live.url + "/v1/credit",
             content=deep,
@@ -176,7 +171,6 @@ def test_deeply_nested_json_is_a_422_naming_the_body(live: LiveServer) -> None:
         )
         assert response.status_code == 422, response.text[:300]
         assert response.json()["field"] == "body" and "64" in response.json()["detail"]
-        assert time.monotonic() - began < 1.0
     # Brackets inside strings do not count, escaped quotes included.
     text = 'say \\"[[[[\\" and ' + "[" * 1000
     ok = {"num_tokens": 1, "spans": [{"start": 0, "end": 1, "label": "invalid", "evidence": text}]}
@@ -200,9 +194,21 @@ def test_the_depth_scan_reads_strings_and_escapes(body: bytes, deeper_than_3: bo
     json.loads(body)  # each is valid JSON
 
 
-def test_depth_scan_is_linear() -> None:
-    rollouts = [{"id": "x", "problem": 'a "quoted" \\frac{1}{2} [', "ids": list(range(8000))}]
-    body = json.dumps({"rollouts": rollouts * 300}).encode()
-    began = time.monotonic()
-    assert not json_depth_exceeds(body)
-    assert time.monotonic() - began < 1.0  # ~14 MB
+def _depth(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+@pytest.mark.parametrize("shift", [-3, -2, -1, 0, 1, 2])
+def test_the_depth_scan_is_exact_across_its_slices(shift: int) -> None:
+    """The scan reads a megabyte at a time: a string, its escaped quotes and a run of
+    backslashes that straddle a slice boundary must read as they do in one piece."""
+    pad = (1 << 20) - 12 + shift
+    text = "x" * pad + '\\\\\\" [[[[[[ \\\\'  # backslash runs and a quote at the seam
+    for nest in (2, 3):
+        body = json.dumps({"a": text, "b": [[[1]]] if nest == 3 else [[1]]}).encode()
+        assert len(body) > 1 << 20
+        assert json_depth_exceeds(body, 3) is (_depth(json.loads(body)) > 3)

@@ -59,7 +59,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
+        errors = [_json_invalid(e) if e.get("type") == "json_invalid" else e for e in exc.errors()]
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         field = dotted(first.get("loc", ()))
         messages = [f"{dotted(e.get('loc', ())) or 'body'}: {e.get('msg')}" for e in errors[:20]]
@@ -67,6 +67,16 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=422,
             content={
                 "detail": clip("; ".join(messages), MAX_DETAIL_CHARS),
-                "field": clip(field, 4 * MAX_PART_CHARS) or None,
+                "field": clip(field, 4 * MAX_PART_CHARS) or "body",
             },
         )
+
+
+def _json_invalid(error: dict[str, Any]) -> dict[str, Any]:
+    """A body that is not JSON is the body's fault: its loc is ("body", <byte offset>),
+    which would read as a field ``[123]``; the offset goes into the message instead."""
+    loc = error.get("loc", ())
+    offset = loc[1] if len(loc) > 1 else None
+    reason = clip(str((error.get("ctx") or {}).get("error", "")), 200)
+    where = f" at byte {offset}" if isinstance(offset, int) else ""
+    return {**error, "loc": ("body",), "msg": f"JSON decode error{where}: {reason}"}

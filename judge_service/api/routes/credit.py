@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from judge_service import credit as credit_mod
 from judge_service.api.deps import SettingsDep
 from judge_service.api.responses import json_response
+from judge_service.api.routing import OffLoopBodyRoute
 from judge_service.config import Settings
 from judge_service.errors import InputError, LimitError
 from judge_service.pipeline import OFFLOAD_TOKENS
@@ -22,7 +23,7 @@ from judge_service.schemas import (
 )
 from judge_service.validate import validate_spans
 
-router = APIRouter(prefix="/v1", tags=["credit"])
+router = APIRouter(prefix="/v1", tags=["credit"], route_class=OffLoopBodyRoute)
 
 # Validating a few hundred spans and painting a short trace take well under a
 # millisecond, less than a thread hop; beyond these sizes the work goes to a thread so

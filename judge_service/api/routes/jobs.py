@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response
 
 from judge_service.api.deps import JobsDep, TenantDep
+from judge_service.api.routing import OffLoopBodyRoute
 from judge_service.jobs.service import MAX_PAGE
 from judge_service.schemas import (
     ERROR_RESPONSES,
@@ -17,7 +18,7 @@ from judge_service.schemas import (
     JobView,
 )
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=OffLoopBodyRoute)
 
 JOB_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERROR_RESPONSES,

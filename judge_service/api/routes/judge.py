@@ -7,6 +7,7 @@ from fastapi.responses import Response
 
 from judge_service.api.deps import EngineDep
 from judge_service.api.responses import json_response
+from judge_service.api.routing import OffLoopBodyRoute
 from judge_service.credit import advantage_in_group
 from judge_service.schemas import (
     ERROR_RESPONSES,
@@ -16,7 +17,7 @@ from judge_service.schemas import (
     Result,
 )
 
-router = APIRouter(prefix="/v1", tags=["judge"])
+router = APIRouter(prefix="/v1", tags=["judge"], route_class=OffLoopBodyRoute)
 
 
 @router.post(
