@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from typing import Annotated, Literal
 
@@ -12,6 +13,19 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 def _split_csv(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _per_judge(value: object) -> object:
+    """A plain value (for every judge, key "*") or a JSON object keyed by judge spec,
+    provider or "*" (the JUDGE_LLM_RATE_LIMITS keys)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return {}
+        return json.loads(text) if text.startswith("{") else {"*": text}
     return value
 
 
@@ -84,13 +98,28 @@ class Settings(BaseSettings):
     llm_max_tokens_per_call: int = Field(default=4096, ge=64)
     llm_temperature: float | None = None  # unset: the provider's default
     # {"anthropic:claude-x": {"rpm": 50, "tpm": 40000}}; keys: a spec, a provider, or "*".
+    # "concurrency": N holds requests beyond N in flight until one returns (a one-slot
+    # llama.cpp server: 1); per process, unlike rpm/tpm, which Redis shares.
     llm_rate_limits: dict[str, dict[str, float]] = Field(default_factory=dict)
     # {"openai:my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05}} USD per Mtok.
     llm_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     llm_cache_ttl: Literal["5m", "1h"] = "5m"  # Anthropic cache_control TTL
     llm_openai_prompt_cache_key: bool = True
-    llm_openai_max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = (
-        "max_completion_tokens"
+    # unset: the server family's field (judges/llm/servers.py): max_completion_tokens for
+    # OpenAI, max_tokens for any other base URL (llama.cpp and Ollama ignore the former).
+    llm_openai_max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None
+    # The OpenAI-compatible server's family, for the defaults above and build-time warnings;
+    # auto: openai without a base URL or at api.openai.com, else generic.
+    llm_server: Literal[
+        "auto", "openai", "vllm", "sglang", "ollama", "llamacpp", "llama-cpp-python", "generic"
+    ] = "auto"
+    # auto | required | a tool name (forces that tool every turn). A plain value applies to
+    # every judge; a JSON object is keyed like llm_rate_limits: a spec, a provider, or "*".
+    llm_tool_choice: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    # low | medium | high, keyed the same way; unset: the model's default. OpenAI-compatible:
+    # reasoning_effort; Anthropic: output_config.effort (no extended thinking).
+    llm_reasoning_effort: Annotated[dict[str, Literal["low", "medium", "high"]], NoDecode] = Field(
+        default_factory=dict
     )
     llm_max_connections: int = Field(default=256, ge=1)  # per provider and model
     llm_tool_timeout_s: float = Field(default=20.0, gt=0)
@@ -100,11 +129,51 @@ class Settings(BaseSettings):
     llm_tools: Annotated[list[str] | None, NoDecode] = None  # CSV of tool names; unset: all
     llm_prompt_version: str = "v1"
     llm_prompts_dir: str | None = None  # unset: the prompts shipped in the package
+    # native: the server's tool calling; json: tools described in the prompt, one JSON
+    # object per answer (servers whose tool calling is broken or absent); auto: native until
+    # the server shows it cannot do tools, then json for it (judges/llm/json_mode.py).
+    llm_tool_mode: Literal["native", "json", "auto"] = "native"
+    # `judge-service judge` checks the provider once before the first rollout, each of its
+    # two requests bounded by this (judges/llm/preflight.py). A closed port fails at once;
+    # this is for a slow server: a CPU llama.cpp reads the ~900-token probe in 5-20 s.
+    llm_preflight_timeout_s: float = Field(default=60.0, gt=0, le=600)
 
     @field_validator("llm_tools", mode="before")
     @classmethod
     def _llm_csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("llm_tool_choice", "llm_reasoning_effort", mode="before")
+    @classmethod
+    def _per_judge(cls, value: object) -> object:
+        return _per_judge(value)
+
+    @field_validator("llm_tool_choice")
+    @classmethod
+    def _tool_choice(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, choice in value.items():
+            if not choice.strip() or choice == "none":
+                raise ValueError(
+                    f"llm_tool_choice[{key!r}] = {choice!r}: use auto, required or a tool name"
+                )
+        return value
+
+    @field_validator("llm_rate_limits")
+    @classmethod
+    def _rate_limit_entries(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for key, entry in value.items():
+            unknown = set(entry) - {"rpm", "tpm", "concurrency"}
+            if unknown:
+                raise ValueError(
+                    f"llm_rate_limits[{key!r}]: unknown {sorted(unknown)}; "
+                    "the keys are rpm, tpm, concurrency"
+                )
+            if any(v <= 0 for v in entry.values()):
+                raise ValueError(f"llm_rate_limits[{key!r}]: every value must be positive")
+            slots = entry.get("concurrency")
+            if slots is not None and slots != int(slots):
+                raise ValueError(f"llm_rate_limits[{key!r}]: concurrency must be a whole number")
+        return value
 
     # Sandbox and equivalence (issue 3). Limits of the judge's run_python and
     # check_equivalence tools; the model's tool arguments never change them.

@@ -113,8 +113,11 @@ def token_credit(
     min_confidence: float,
     kappa_mode: KappaMode = "absolute",
     group_scale: float | None = None,
+    mask: FloatArray | None = None,
 ) -> Credit:
-    """`group_scale` (mean_j |A_j| of the rollout's group) is needed for relative κ."""
+    """`group_scale` (mean_j |A_j| of the rollout's group) is needed for relative κ.
+    `mask` (the rollout's response_mask as 0/1 floats) zeroes c[t] where it is 0 before
+    the cap is measured, so κ bounds the credit the policy's own tokens get."""
     c = np.zeros(num_tokens, np.float64)
     scores = span_scores(spans, label_scores, min_confidence)
     if spans:
@@ -126,6 +129,10 @@ def token_credit(
         np.add.at(marks, starts, values)
         np.add.at(marks, ends, -values)
         c = np.cumsum(marks[:-1])
+    if mask is not None:
+        if mask.shape != (num_tokens,):
+            raise ValueError(f"a mask of {mask.shape} for {num_tokens} tokens")
+        c = c * mask
     raw = lam * c
     m = float(np.abs(raw).mean()) if num_tokens else 0.0
     if kappa_mode == "relative":

@@ -12,14 +12,26 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from judge_service import credit as credit_mod
 from judge_service.credit import FloatArray, GroupAdvantage
+from judge_service.judges.base import JudgeOutcome
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.resolve import Resolved
-from judge_service.schemas import JudgeInfo, RejectedSpan, Result, SpanOut, Status
+from judge_service.schemas import (
+    JudgeAttempt,
+    JudgeInfo,
+    RejectedSpan,
+    Result,
+    SpanOut,
+    Status,
+    UsageTotals,
+)
 from judge_service.spans import Rejection, Span
 
 FORMAT = 2  # of the stored JSON; version 1 stored the credit of the first request
@@ -33,7 +45,8 @@ NO_TRANSCRIPT = (
 class Judgment:
     status: Status
     num_tokens: int
-    info: JudgeInfo  # the judging: name, prompt version, turns, usage, latency, rejections
+    info: JudgeInfo  # the judging: name, prompt version, turns, usage, latency, rejections,
+    # and the failed attempt of the requested judge, if any
     spans: list[Span] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     label_scores: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LABEL_SCORES))
@@ -86,10 +99,15 @@ def to_result(
     key: str | None,
     began: float,
     hit: bool,
+    mask: Sequence[int] | None = None,
 ) -> tuple[Result, FloatArray]:
     """The result of one request: the judgment with this request's credit options applied.
-    A hit reports zero usage (it cost no judge tokens) and this request's latency."""
+    A hit reports zero usage (it cost no judge tokens) and this request's latency.
+    `mask` is the rollout's response_mask (its length checked by the caller): credit and
+    advantage are 0 where it is 0 (DESIGN "Wire format"); the judgment is the same with or
+    without it, so it is applied here, per request, like the other credit options."""
     scores = resolved.label_scores
+    weights = None if mask is None else np.asarray(mask, np.float64)
     credit = credit_mod.token_credit(
         judgment.num_tokens,
         judgment.spans,
@@ -99,16 +117,21 @@ def to_result(
         min_confidence=resolved.min_confidence,
         kappa_mode=resolved.kappa_mode,
         group_scale=None if advantage is None else advantage.group_scale,
+        mask=weights,
     )
     span_scores = credit_mod.span_scores(judgment.spans, scores, resolved.min_confidence)
     info = judgment.info.model_copy(deep=True)
     if hit:
-        info.input_tokens = info.cache_write_tokens = info.cache_read_tokens = 0
-        info.output_tokens = 0
-        info.cost_usd = None if info.cost_usd is None else 0.0
+        for spent in (info, info.attempt):
+            if spent is not None:
+                spent.input_tokens = spent.cache_write_tokens = spent.cache_read_tokens = 0
+                spent.output_tokens = 0
+                spent.cost_usd = None if spent.cost_usd is None else 0.0
+        info.queue_ms = 0
         info.latency_ms = round((time.perf_counter() - began) * 1000)
     encoding = resolved.encoding
     values = credit.values
+    judged = judgment.status != "failed"  # a failed judgment gives no credit at all
     result = Result(
         id=rollout_id,
         status=judgment.status,
@@ -118,10 +141,12 @@ def to_result(
             for span, score in zip(judgment.spans, span_scores, strict=True)
         ],
         rejected_spans=[RejectedSpan(**_rejection_dict(r)) for r in judgment.rejected],
-        credit=credit_mod.encode(values, encoding),
+        credit=credit_mod.encode(values, encoding) if judged else None,
         credit_scale=credit.scale,
         advantage=(
-            None if advantage is None else credit_mod.encode(values + advantage.value, encoding)
+            None
+            if advantage is None or not judged
+            else credit_mod.encode(_outcome(values, advantage.value, weights), encoding)
         ),
         judge=info,
         cache_key=key,
@@ -129,6 +154,55 @@ def to_result(
         transcript=_transcript(judgment, resolved.include_transcript, hit),
     )
     return result, values
+
+
+def _outcome(values: FloatArray, advantage: float, weights: FloatArray | None) -> FloatArray:
+    """advantage[t] = A_i + credit[t]; 0 where the mask is 0, as those tokens were not the
+    policy's actions and must carry no signal whatever the trainer does with its own mask."""
+    total = values + advantage
+    return total if weights is None else total * weights
+
+
+def attempt_of(
+    name: str, prompt_version: str, error: str, partial: JudgeOutcome | None
+) -> JudgeAttempt:
+    """The failed judge's attempt as reported beside the judge whose spans were used: what
+    its session had spent when it failed (`partial`; nothing known after a crash)."""
+    if partial is None:
+        return JudgeAttempt(name=name, prompt_version=prompt_version, error=error)
+    return JudgeAttempt(
+        name=name,
+        prompt_version=prompt_version,
+        **spent(partial),
+        cost_usd=partial.cost_usd,
+        error=error,
+    )
+
+
+def spent(outcome: JudgeOutcome) -> dict[str, Any]:
+    """The `JudgeUsage` fields of a session's outcome."""
+    usage = outcome.usage
+    return {
+        "turns": outcome.turns,
+        "tool_calls": dict(outcome.tool_calls),
+        "input_tokens": usage.input_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+
+
+def add_usage(totals: UsageTotals, info: JudgeInfo) -> None:
+    """Add what a result's judging spent to `totals`: its judge's and a failed attempt's."""
+    for spent in (info, info.attempt):
+        if spent is None:
+            continue
+        totals.input_tokens += spent.input_tokens
+        totals.cache_write_tokens += spent.cache_write_tokens
+        totals.cache_read_tokens += spent.cache_read_tokens
+        totals.output_tokens += spent.output_tokens
+        if spent.cost_usd is not None:
+            totals.cost_usd = (totals.cost_usd or 0.0) + spent.cost_usd
 
 
 def _transcript(judgment: Judgment, asked: bool, hit: bool) -> list[dict[str, Any]] | None:

@@ -1,9 +1,15 @@
 """Prometheus metrics of this process, served at ``GET /metrics`` (a worker: ``--metrics-port``).
 
-Counted once, where each thing happens: results by judge and status, latency,
-judge tokens by kind (input, cache write, cache read, output), estimated cost,
-span rejections, cache outcomes, the store's health, fallbacks by boundary, the
+Counted once, where each thing happens: results by judge and status, queue
+and judging time, judge tokens by provider, judge spec and kind (input, cache
+write, cache read, output), estimated cost, span rejections, cache outcomes,
+the store's health, failed judge sessions and fallbacks by boundary, the
 provider SDKs' retries and failures, and the jobs (queue, workers, reclaims).
+
+The ``judge`` label is a judge spec (``provider:model``), and specs are bounded
+by the allow-list (``JUDGE_ALLOWED_JUDGES``) and the judge cache; ``provider``
+is the spec's prefix. A fallback result is counted under the judge that was
+asked for, and its tokens under the judge that spent them.
 """
 
 from __future__ import annotations
@@ -17,27 +23,38 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 RESULTS = Counter(
     "judge_results_total",
-    "Rollouts judged, by the judge that produced the spans and the result status.",
+    "Rollouts judged, by the judge asked for (a fallback's spans come from the fallback "
+    "judge) and the result status (ok, fallback, failed).",
     ["judge", "status"],
     registry=REGISTRY,
 )
+_SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 LATENCY = Histogram(
     "judge_rollout_latency_seconds",
-    "Wall time to judge one rollout (decode, judge, validate, credit).",
+    "Judging time of one rollout (judge.latency_ms: from holding a concurrency slot to the "
+    "validated spans), by the judge asked for.",
     ["judge"],
-    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+    buckets=_SECONDS,
+    registry=REGISTRY,
+)
+QUEUE = Histogram(
+    "judge_rollout_queue_seconds",
+    "Time a rollout waited for a concurrency slot (judge.queue_ms), by the judge asked for.",
+    ["judge"],
+    buckets=(0.001, *_SECONDS),
     registry=REGISTRY,
 )
 TOKENS = Counter(
     "judge_llm_tokens_total",
-    "Judge model tokens, by kind: input, cache_write, cache_read, output.",
-    ["judge", "kind"],
+    "Judge model tokens, by provider, judge spec and kind: input, cache_write, cache_read, "
+    "output (a failed attempt's under the judge that spent them).",
+    ["provider", "judge", "kind"],
     registry=REGISTRY,
 )
 COST = Counter(
     "judge_llm_cost_usd_total",
-    "Estimated judge cost from the price table (priced models only).",
-    ["judge"],
+    "Estimated judge cost from the price table (priced models only), failed attempts included.",
+    ["provider", "judge"],
     registry=REGISTRY,
 )
 REJECTED = Counter(
@@ -59,9 +76,17 @@ STORE_UP = Gauge(
 )
 FALLBACKS = Counter(
     "judge_fallbacks_total",
-    "Rollouts whose judge failed, by the judge that was asked and the failure's boundary "
-    "(provider, budget, tool, internal, ...).",
+    "Rollouts whose judge failed and fell back (rules or zero), by the judge that was asked "
+    "and the failure's boundary (provider, budget, tool, internal, ...).",
     ["judge", "boundary"],
+    registry=REGISTRY,
+)
+JUDGE_ERRORS = Counter(
+    "judge_session_errors_total",
+    "Judge sessions that ended without usable spans, by provider, judge spec, the error's "
+    "boundary (provider, budget, tool, internal) and what the result became (fallback, "
+    "failed: options.fallback none).",
+    ["provider", "judge", "boundary", "outcome"],
     registry=REGISTRY,
 )
 PROVIDER_RETRIES = Counter(
@@ -74,6 +99,13 @@ PROVIDER_ERRORS = Counter(
     "judge_provider_errors_total",
     "Provider responses that failed: 429 (rate limited) or 5xx.",
     ["judge", "status"],
+    registry=REGISTRY,
+)
+PROVIDER_CAP_IGNORED = Counter(
+    "judge_provider_output_cap_ignored_total",
+    "Completions longer than the output cap sent (the server ignores the max-tokens field: "
+    "see JUDGE_LLM_OPENAI_MAX_TOKENS_FIELD), by judge.",
+    ["judge"],
     registry=REGISTRY,
 )
 JUDGES_CACHED = Gauge(
@@ -140,26 +172,44 @@ JOBS_IN_FLIGHT = Gauge(
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+def provider_of(judge: str) -> str:
+    """``openai`` of ``openai:<model>``; a judge without a model is its own provider."""
+    return judge.partition(":")[0]
+
+
+def judge_failed(judge: str, boundary: str, fallback: str) -> None:
+    """Count a judge session that ended without usable spans, and the fallback it led to."""
+    outcome = "failed" if fallback == "none" else "fallback"
+    JUDGE_ERRORS.labels(provider_of(judge), judge, boundary, outcome).inc()
+    if outcome == "fallback":
+        FALLBACKS.labels(judge, boundary).inc()
+
+
 def observe(result: Result, *, judged: bool = True) -> None:
     """Count one finished result; its rejections only when a judge ran (not a cache hit)."""
     if result.cache is not None:
         CACHE.labels(result.cache).inc()
         STORE_UP.set(0 if result.cache == "unavailable" else 1)
     info = result.judge
-    name = info.name if info is not None else "none"
-    RESULTS.labels(name, result.status).inc()
+    asked = "none" if info is None else info.attempt.name if info.attempt else info.name
+    RESULTS.labels(asked, result.status).inc()
     if info is None:
         return
-    LATENCY.labels(name).observe(info.latency_ms / 1000)
-    for kind in ("input", "cache_write", "cache_read", "output"):
-        value = getattr(info, f"{kind}_tokens")
-        if value:
-            TOKENS.labels(name, kind).inc(value)
-    if info.cost_usd:
-        COST.labels(name).inc(info.cost_usd)
+    LATENCY.labels(asked).observe(info.latency_ms / 1000)
+    QUEUE.labels(asked).observe(info.queue_ms / 1000)
+    for spent in (info, info.attempt):
+        if spent is None:
+            continue
+        provider = provider_of(spent.name)
+        for kind in ("input", "cache_write", "cache_read", "output"):
+            value = getattr(spent, f"{kind}_tokens")
+            if value:
+                TOKENS.labels(provider, spent.name, kind).inc(value)
+        if spent.cost_usd:
+            COST.labels(provider, spent.name).inc(spent.cost_usd)
     if judged:
         for rejected in result.rejected_spans:
-            REJECTED.labels(name, rejected.code, str(rejected.round)).inc()
+            REJECTED.labels(info.name, rejected.code, str(rejected.round)).inc()
 
 
 def exposition() -> bytes:

@@ -3,8 +3,10 @@
 Each failure is recorded once, at its boundary: bad input (tokenizer, ids,
 limits) raises `InputError` for a single request and becomes a ``failed``
 result inside a batch; a judge failure becomes a ``fallback`` result (rules
-judge or zero credit) whose `error` names the boundary; a training step is
-never blocked by one bad rollout.
+judge or zero credit; ``failed`` without credit under ``fallback: none``) whose
+`error` names the boundary and whose ``judge.attempt`` reports the failed
+judge's session apart from the judge that produced the spans; a training step
+is never blocked by one bad rollout.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ from judge_service.judges.base import (
 )
 from judge_service.judges.cache import JudgeCache
 from judge_service.judges.registry import build_judge
-from judge_service.judges.zero import ZERO_JUDGE
-from judge_service.judgment import Judgment, to_result
+from judge_service.judges.zero import NO_JUDGE, ZERO_JUDGE
+from judge_service.judgment import Judgment, add_usage, attempt_of, spent, to_result
 from judge_service.resolve import Resolved, cache_key, resolve
 from judge_service.schemas import (
     BatchResponse,
     BatchStats,
+    JudgeAttempt,
     JudgeInfo,
     Options,
     Result,
@@ -73,6 +76,9 @@ class Engine:
         # Without a store (the CLI) nothing is cached; results then carry no `cache` field.
         self.cache = JudgmentCache(store) if store is not None else None
         self.tenant = "open"  # whose cached judgments this engine reads and writes
+        # The fallback judge is built now (it imports sympy: 0.5 s): a rollout whose LLM
+        # session has just spent its deadline must not wait for that on top.
+        self.judges.get("rules", by_server=True)
 
     def for_tenant(self, tenant: str) -> Engine:
         """This engine (same judges, slots, tokenizers and store) acting for `tenant`."""
@@ -144,7 +150,7 @@ class Engine:
 
     async def _judge(
         self, rollout: Rollout, options: Options, advantage: GroupAdvantage | None, field: str
-    ) -> tuple[Result, FloatArray]:
+    ) -> tuple[Result, FloatArray | None]:
         began = time.perf_counter()
         resolved = resolve(options, self.settings)
         if resolved.kappa_mode == "relative" and advantage is None:
@@ -153,6 +159,7 @@ class Engine:
                 "(batch, job) or group_rewards (single rollout)",
                 field="options.kappa_mode",
             )
+        _check_mask(rollout, field)
         judge = self.judge_for(resolved.judge)
         await self.load_tokenizer(rollout, field)
         trace = await asyncio.to_thread(self.decode, rollout, field)
@@ -182,11 +189,12 @@ class Engine:
                 key=key,
                 began=began,
                 hit=hit,
+                mask=rollout.response_mask,
             ),
         )
         result.cache = cache_state
         metrics.observe(result, judged=not hit)
-        return result, values
+        return result, (None if result.status == "failed" else values)
 
     async def _run_judge(
         self, rollout: Rollout, trace: Trace, judge: Judge, resolved: Resolved, began: float
@@ -212,43 +220,51 @@ class Engine:
         rounds = Rounds(validator)
         status: Status = "ok"
         error: str | None = None
+        attempt: JudgeAttempt | None = None
         used = judge
+        queued = time.perf_counter()
         async with self._slots, self.judges.using(judge):
+            started = time.perf_counter()
             try:
                 outcome = await judge.judge(request, rounds)
-            except JudgeError as exc:
-                status, error = "fallback", f"{exc.boundary}: {exc}"
-                metrics.FALLBACKS.labels(judge.name, exc.boundary).inc()
+            except Exception as exc:  # a judge bug must not take the batch down either
+                if isinstance(exc, JudgeError):
+                    boundary, error = exc.boundary, f"{exc.boundary}: {exc}"
+                else:
+                    log.exception("judge %s crashed on rollout %s", judge.name, rollout.id)
+                    if judge.name == "rules":
+                        raise
+                    boundary, error = "internal", f"internal: {type(exc).__name__}: {exc}"
+                partial = getattr(exc, "partial", None)
+                attempt = attempt_of(
+                    judge.name,
+                    judge.prompt_version,
+                    error,
+                    partial if isinstance(partial, JudgeOutcome) else None,
+                )
+                metrics.judge_failed(judge.name, boundary, resolved.fallback)
                 rounds = rounds.fresh()
+                status = "failed" if resolved.fallback == "none" else "fallback"
                 used, outcome = await self._fall_back(request, rounds, resolved)
-                outcome = _with_spent(outcome, exc.partial)
-            except Exception as exc:  # a judge bug must not take the batch down
-                log.exception("judge %s crashed on rollout %s", judge.name, rollout.id)
-                if judge.name == "rules":
-                    raise
-                status, error = "fallback", f"internal: {type(exc).__name__}: {exc}"
-                metrics.FALLBACKS.labels(judge.name, "internal").inc()
-                rounds = rounds.fresh()
-                used, outcome = await self._fall_back(request, rounds, resolved)
+                if isinstance(partial, JudgeOutcome):  # the log of what the attempt did
+                    outcome = replace(
+                        outcome, transcript=[*partial.transcript, *outcome.transcript]
+                    )
         accepted, rejected = await off_loop(
             trace.num_tokens, functools.partial(rounds.final, outcome.spans)
         )
-        usage = outcome.usage
         counts: dict[str, int] = {}
         for rejection in rejected:
             counts[rejection.code] = counts.get(rejection.code, 0) + 1
         info = JudgeInfo(
             name=used.name,
             prompt_version=used.prompt_version,
-            turns=outcome.turns,
-            tool_calls=dict(outcome.tool_calls),
-            input_tokens=usage.input_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            output_tokens=usage.output_tokens,
-            latency_ms=round((time.perf_counter() - began) * 1000),
+            **spent(outcome),
+            queue_ms=round((started - queued) * 1000),
+            latency_ms=round((time.perf_counter() - started) * 1000),
             cost_usd=outcome.cost_usd,
             rejected=counts,
+            attempt=attempt,
         )
         return Judgment(
             status=status,
@@ -268,6 +284,8 @@ class Engine:
         if resolved.fallback == "rules":
             rules = self.judges.get("rules", by_server=True)
             return rules, await rules.judge(request, check)
+        if resolved.fallback == "none":
+            return NO_JUDGE, JudgeOutcome(spans=[], turns=0)
         return ZERO_JUDGE, JudgeOutcome(spans=[], turns=0)
 
     async def judge_batch(self, rollouts: Sequence[Rollout], options: Options) -> BatchResponse:
@@ -333,6 +351,17 @@ async def off_loop(num_tokens: int, work: Callable[[], R]) -> R:
     return work()
 
 
+def _check_mask(rollout: Rollout, field: str) -> None:
+    """Before a judge is paid: a response_mask has one entry per response token."""
+    mask = rollout.response_mask
+    if mask is not None and len(mask) != len(rollout.response_token_ids):
+        raise InputError(
+            f"has {len(mask)} entries for {len(rollout.response_token_ids)} response tokens: "
+            "give one 0/1 per token of response_token_ids",
+            field=f"{field}.response_mask" if field else "response_mask",
+        )
+
+
 def _prepare(trace: Trace, validator: Validator) -> MarkedView:
     """The judge's view, and the validator's index built ahead of the judge's first check."""
     validator.prepare()
@@ -351,12 +380,7 @@ def batch_stats(
     for (result, values), adv in zip(judged, advantages, strict=True):
         counts[result.status] += 1
         if result.judge is not None:
-            usage.input_tokens += result.judge.input_tokens
-            usage.cache_write_tokens += result.judge.cache_write_tokens
-            usage.cache_read_tokens += result.judge.cache_read_tokens
-            usage.output_tokens += result.judge.output_tokens
-            if result.judge.cost_usd is not None:
-                usage.cost_usd = (usage.cost_usd or 0.0) + result.judge.cost_usd
+            add_usage(usage, result.judge)  # a failed attempt's tokens were paid for too
         if values is not None:
             credits.append(values)
             advs.append(adv)
@@ -365,21 +389,4 @@ def batch_stats(
         usage=usage,
         counts=counts,
         latency_ms=round((time.perf_counter() - began) * 1000),
-    )
-
-
-def _with_spent(outcome: JudgeOutcome, partial: object) -> JudgeOutcome:
-    """The fallback's outcome, with what the failed judge session had already spent."""
-    if not isinstance(partial, JudgeOutcome):
-        return outcome
-    cost = None
-    if outcome.cost_usd is not None or partial.cost_usd is not None:
-        cost = (outcome.cost_usd or 0.0) + (partial.cost_usd or 0.0)
-    return replace(
-        outcome,
-        usage=partial.usage + outcome.usage,
-        transcript=[*partial.transcript, *outcome.transcript],
-        turns=partial.turns + outcome.turns,
-        tool_calls=dict(partial.tool_calls),
-        cost_usd=cost,
     )

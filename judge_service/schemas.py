@@ -47,6 +47,12 @@ class Rollout(BaseModel):
     )
     reference_answer: Text | None = None
     reference_solution: Text | None = None
+    response_mask: list[Literal[0, 1]] | None = Field(
+        default=None,
+        description="0/1 per response token (as many as response_token_ids): 1 where the "
+        "policy sampled the token, 0 for tool output and environment text. The judge sees "
+        "every token; credit and advantage are 0 where the mask is 0.",
+    )
     metadata: Metadata = Field(
         default_factory=dict,
         description=f"Kept with the rollout, never judged: at most {MAX_METADATA_CHARS} "
@@ -79,8 +85,11 @@ class Options(BaseModel):
     deadline_s: float | None = Field(default=None, gt=0.0, le=3600.0)
     use_cache: bool = True
     include_transcript: bool = False
-    fallback: Literal["rules", "zero"] = Field(
-        default="rules", description="What a failed LLM judge falls back to."
+    fallback: Literal["rules", "zero", "none"] = Field(
+        default="rules",
+        description="What a failed LLM judge falls back to: rules (the rules judge's spans), "
+        "zero (no spans: zero credit), none (no fallback: the result is failed, with no "
+        "credit, and names the error).",
     )
 
     @field_validator("label_scores")
@@ -115,20 +124,55 @@ class RejectedSpan(BaseModel):
     round: int = Field(default=1, description="1: the first submission; 2: the repair.")
 
 
-class JudgeInfo(BaseModel):
-    name: str
-    prompt_version: str
+class JudgeUsage(BaseModel):
+    """What one judge session spent: model turns, tool calls, tokens by kind."""
+
     turns: int = 0
     tool_calls: dict[str, int] = Field(default_factory=dict)
     input_tokens: int = 0
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
     output_tokens: int = 0
-    latency_ms: int = 0
+
+
+class JudgeAttempt(JudgeUsage):
+    """The judge that was asked and failed (a fallback, or a failed result without one)."""
+
+    name: str = Field(description="The judge spec that was tried, e.g. openai:<model>.")
+    prompt_version: str | None = None
+    cost_usd: float | None = Field(
+        default=None, description="What the attempt cost (price table); None when unpriced."
+    )
+    error: str = Field(description="Why it failed: the boundary, then the message.")
+
+
+class JudgeInfo(JudgeUsage):
+    name: str = Field(
+        description="The judge that produced the spans: on a fallback rules or zero, on a "
+        "failed result none; `attempt` is then the judge that failed."
+    )
+    prompt_version: str
+    queue_ms: int = Field(
+        default=0,
+        description="Time the rollout waited for a concurrency slot (JUDGE_MAX_CONCURRENCY) "
+        "before judging began; not part of latency_ms.",
+    )
+    latency_ms: int = Field(
+        default=0,
+        description="Judging time only: from holding a slot to the validated spans (the "
+        "failed attempt and the fallback included); the queue, decoding and credit are not "
+        "in it. On a cache hit: the time to answer from the cache.",
+    )
     cost_usd: float | None = None
     rejected: dict[str, int] = Field(
         default_factory=dict,
         description="Rejected spans by code, every round (the first submission's too).",
+    )
+    attempt: JudgeAttempt | None = Field(
+        default=None,
+        description="Set when the requested judge failed: that attempt (name, usage, turns, "
+        "cost, error), kept apart from the judge whose spans were used. Its usage is counted "
+        "in the batch's usage totals.",
     )
 
 
@@ -190,7 +234,8 @@ class UsageTotals(BaseModel):
 
 class BatchStats(BaseModel):
     judge_share: float | None = Field(
-        description="Σ|credit| / (Σ_i T_i·|A_i| + Σ|credit|) over the batch."
+        default=None,  # the API leaves out None fields: a batch with no credit has none
+        description="Σ|credit| / (Σ_i T_i·|A_i| + Σ|credit|) over the batch.",
     )
     usage: UsageTotals
     counts: dict[str, int]

@@ -170,11 +170,12 @@ def test_the_image_builds_on_a_debian_base_non_root_and_installs_the_repository(
     for line in copies:  # everything copied exists in the repository
         for source in line.split()[1:-1]:
             assert (ROOT / source).exists(), source
-    # The image installs the same package CI installs; the prompts travel beside it, and
-    # the examples' tokenizer that judge.env allows.
+    # The image installs the same package CI installs; the prompts travel inside it (package
+    # data), and the examples' tokenizer that judge.env allows beside it.
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "pip install -q -e '.[dev,probe]'" in ci
-    assert "COPY prompts/ prompts/" in lines and "ENV JUDGE_LLM_PROMPTS_DIR=/app/prompts" in lines
+    assert "COPY judge_service/ judge_service/" in lines
+    assert not any("JUDGE_LLM_PROMPTS_DIR" in line for line in lines)
     assert "COPY examples/ examples/" in lines and "WORKDIR /app" in lines
     assert (ROOT / "examples" / "tokenizer" / "tokenizer.json").is_file()
     assert "redis" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")

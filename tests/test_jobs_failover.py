@@ -244,7 +244,7 @@ def test_a_live_workers_slow_session_is_never_taken_over(
     assert figures[("judge_jobs_reclaims_total", (("reason", "dead_consumer"),))] == 2
     assert figures.get(("judge_jobs_reclaims_total", (("reason", "idle"),)), 0) == 0
     judged = {labels: v for (name, labels), v in figures.items() if name == "judge_results_total"}
-    assert sum(v for labels, v in judged.items() if ("status", "ok") in labels) == 2
+    assert sum(v for labels, v in judged.items() if ("status", "ok") in labels) == 2, figures
     assert figures[("judge_jobs_queue_depth", ())] == 0
     assert ("judge_jobs_heartbeat_age_seconds", (("consumer", "taker"),)) in figures
     assert ("judge_jobs_heartbeat_age_seconds", (("consumer", "victim"),)) not in figures

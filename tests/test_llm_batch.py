@@ -54,6 +54,7 @@ async def test_faults_in_a_batch_stay_with_their_rollouts(
     kind: str, servers: dict[str, FakeProviderServer], bpe: LoadedTokenizer, bpe_dir: Path
 ) -> None:
     server = servers[kind]
+    host = server.url.removeprefix("http://").split("/")[0]
     ids = encode(bpe)
     trace = bpe.decode(ids)
     good = [span(trace, WRONG_STEP, "invalid"), span(trace, CORRECTION, "verified_correction")]
@@ -111,13 +112,20 @@ async def test_faults_in_a_batch_stay_with_their_rollouts(
         "inject": "ok",
     }
     assert results["hang"].error == (
-        f"provider: no answer from {MODELS[kind]} within the 1.5 s deadline"
+        f"provider: no answer from {MODELS[kind]} at {host} within the 1.5 s deadline"
     )
-    assert results["never"].error == "budget: no spans submitted within 3 turns"
+    assert (
+        results["never"].error
+        == f"budget: {MODELS[kind]} at {host}: no spans submitted within 3 turns"
+    )
     never = results["never"]
-    # The failed session's tokens and messages are kept, under the zero fallback's name.
+    # The spans are the zero fallback's; the failed session's tokens are its attempt's.
     assert never.judge is not None and never.judge.name == "zero"
-    assert never.judge.turns == 3 and never.judge.output_tokens > 0
+    assert never.judge.turns == 0 and never.judge.output_tokens == 0
+    attempt = never.judge.attempt
+    assert attempt is not None and attempt.name == MODELS[kind]
+    assert attempt.turns == 3 and attempt.output_tokens == 3 * 20
+    assert attempt.error == never.error
     assert never.transcript and not never.spans and not np.asarray(never.credit).any()
     for name in ("ok", "429", "500"):
         result = results[name]

@@ -43,7 +43,9 @@ async def test_an_empty_submission_is_a_valid_answer(bpe: LoadedTokenizer) -> No
     assert outcome.transcript[-1]["reason"] == "submitted"
 
 
-async def test_repair_turn_without_a_submission_keeps_the_first_one(bpe: LoadedTokenizer) -> None:
+async def test_a_repair_phase_spent_without_a_submission_keeps_the_first_one(
+    bpe: LoadedTokenizer,
+) -> None:
     request = make_request(bpe, "norepair")
     good = span(request.trace, WRONG_STEP, "invalid")
     book = ScriptBook()
@@ -51,10 +53,12 @@ async def test_repair_turn_without_a_submission_keeps_the_first_one(bpe: LoadedT
         "norepair",
         submit([good, {**good, "start": 0, "end": 9999}]),
         call("view_tokens", start=0, end=4),
-        submit([good]),
+        call("search_trace", pattern="17"),
+        call("view_tokens", start=4, end=8),
+        submit([good]),  # one turn too late: the repair phase has 3 turns
     )
     outcome = await judge_for(book).judge(request, checker(request))
-    assert outcome.turns == 2  # the repair turn was spent viewing; the session ended there
+    assert outcome.turns == 4  # the first submission, then the repair phase's three turns
     assert len(outcome.spans) == 2 and outcome.transcript[-1]["reason"] == "repair_used"
     assert [s.start for s in checker(request)(outcome.spans).accepted] == [good["start"]]
 

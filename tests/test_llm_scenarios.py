@@ -113,7 +113,7 @@ async def test_hallucinated_quote_and_out_of_range_span_are_repaired(
     reasons = tool_results(server, f"{kind}-repair", 1)[0]
     assert "evidence not found" in reasons and "[evidence_not_found]" in reasons
     assert "[out_of_range]" in reasons
-    assert "one repair turn" in reasons
+    assert "This is your one repair." in reasons
     report = checker(request)(outcome.spans)
     assert not report.rejected and len(report.accepted) == 2
     assert outcome.turns == 2

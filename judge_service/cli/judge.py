@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import sys
 from collections import Counter, deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,8 +54,54 @@ def register(subparsers: Any) -> None:
         help="judge again the lines of OUT with these statuses, e.g. failed,fallback; "
         "OUT is then rewritten atomically (a temporary file renamed over it)",
     )
+    parser.add_argument(
+        "--no-fallback",
+        action="store_true",
+        help="a judge failure (e.g. the provider) writes a failed line instead of the rules "
+        "judge's credit (options.fallback none), so --retry failed judges it again",
+    )
+    parser.add_argument(
+        "--deadline-s",
+        type=_option("deadline_s", float),
+        help="per-rollout deadline of the judge in seconds (options.deadline_s)",
+    )
+    parser.add_argument(
+        "--max-turns",
+        type=_option("max_turns", int),
+        help="model turns per rollout at most (options.max_turns)",
+    )
+    parser.add_argument(
+        "--include-transcript",
+        action="store_true",
+        help="write each LLM session's transcript into its result line",
+    )
+    parser.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="do not check an LLM judge's provider (models list, one tiny request) first",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
+
+
+def _option(name: str, kind: Callable[[str], object]) -> Callable[[str], Any]:
+    """An argument checked as the request option `name` is (its type and range)."""
+
+    def parse(value: str) -> Any:
+        from pydantic import ValidationError
+
+        from judge_service.schemas import Options
+
+        try:
+            return getattr(Options.model_validate({name: kind(value)}), name)
+        except ValidationError as exc:
+            raise argparse.ArgumentTypeError(
+                f"options.{name}: {exc.errors()[0]['msg']}; got {value!r}"
+            ) from exc
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"options.{name}: not a number: {value!r}") from exc
+
+    return parse
 
 
 def _statuses(value: str) -> frozenset[str]:
@@ -111,10 +158,19 @@ async def _run(args: argparse.Namespace) -> int:
                 "kappa": args.kappa,
                 "min_confidence": args.min_confidence,
                 "credit_encoding": args.encoding,
+                "fallback": "none" if args.no_fallback else None,
+                "deadline_s": args.deadline_s,
+                "max_turns": args.max_turns,
+                "include_transcript": args.include_transcript or None,
             }.items()
             if v is not None
         }
     )
+    failure = None if args.skip_preflight else await check_judge_or_explain(engine, options)
+    if failure is not None:
+        await engine.aclose()
+        print(failure, file=sys.stderr)
+        return 1
     existing = scan(args.output)
     advantages = _group_advantages(args.input)
     with args.input.open(encoding="utf-8") as handle:
@@ -132,6 +188,26 @@ async def _run(args: argparse.Namespace) -> int:
     summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
     print(f"judged {args.input} -> {args.output}: {summary}", file=sys.stderr)
     return 0
+
+
+async def check_judge_or_explain(engine: Engine, options: Options) -> str | None:
+    """Why the run cannot judge at all (an LLM judge's provider is unusable), else None."""
+    from judge_service.errors import InputError
+    from judge_service.judges.llm.judge import LLMJudge
+    from judge_service.judges.llm.preflight import preflight
+    from judge_service.resolve import resolve
+
+    try:
+        judge = engine.judge_for(resolve(options, engine.settings).judge)
+    except InputError:
+        return None  # every line fails with that error, as without the pre-flight
+    if not isinstance(judge, LLMJudge):
+        return None
+    checked = await preflight(judge, timeout_s=engine.settings.llm_preflight_timeout_s)
+    if not checked.ok:
+        return f"pre-flight: {checked.message} (--skip-preflight to judge anyway)"
+    print(f"pre-flight: {checked.message}", file=sys.stderr)
+    return None
 
 
 async def _judge_file(

@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = (
     "judge_service.cli.openapi",
     "judge_service.cli.probe",
     "judge_service.cli.equivalence",
+    "judge_service.cli.eval",
 )
 
 

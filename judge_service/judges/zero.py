@@ -1,4 +1,4 @@
-"""The ``zero`` fallback judge."""
+"""The ``zero`` fallback judge, and ``none``: what a failed result names as its judge."""
 
 from __future__ import annotations
 
@@ -16,3 +16,12 @@ class ZeroJudge(Judge):
 
 
 ZERO_JUDGE = ZeroJudge()
+
+
+class NoJudge(ZeroJudge):
+    """``fallback: none``: nothing stands in for the failed judge; the result is failed."""
+
+    name = "none"
+
+
+NO_JUDGE = NoJudge()

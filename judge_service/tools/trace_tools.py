@@ -175,9 +175,10 @@ class SubmitSpansTool(Tool):
         self.description = (
             "Submit your labelled spans; this ends the review. Each span: start and end "
             "(token indices from the ⟦n⟧ markers, end exclusive), label, confidence in [0, 1], "
-            "and evidence: a verbatim quote of at least 8 characters from the span's first "
-            "line (or the line after it). A span longer than two lines also needs evidence_end, "
-            "a quote from its last line (or the line before it). Mark steps, not regions: "
+            "and evidence: a verbatim quote of at least 8 characters (the whole span if it is "
+            "shorter) from the span's first line (or the line after it). A span longer than two "
+            "lines also needs evidence_end, a quote from its last line (or the line before it). "
+            "Mark steps, not regions: "
             f"at most {limits.max_point_tokens} tokens per span (unproductive_repetition and "
             f"neutral: at most {share:g} of the trace). verified_correction and unsupported "
             f"only after an invalid span. At most {limits.max_per_line} spans start on one "
@@ -197,8 +198,11 @@ class SubmitSpansTool(Tool):
                             "end": {"type": "integer", "minimum": 1},
                             "label": {"type": "string", "enum": list(labels)},
                             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                            "evidence": {"type": "string"},
-                            "evidence_end": {"type": "string"},
+                            # 1, not 8: a span whose text is shorter than 8 characters is
+                            # quoted whole (validate.py), and a constrained decoder must
+                            # still be able to write that quote.
+                            "evidence": {"type": "string", "minLength": 1},
+                            "evidence_end": {"type": "string", "minLength": 1},
                         },
                         "required": ["start", "end", "label", "confidence", "evidence"],
                         "additionalProperties": False,

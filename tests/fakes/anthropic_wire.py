@@ -17,7 +17,8 @@ import re
 import threading
 from typing import Any
 
-from tests.fakes.script import Fault, Reply, View
+from tests.fakes.conformance import STRICT, Strictness, anthropic_refusal, cut
+from tests.fakes.script import Fault, Reply, View, as_text
 
 PATH = "/v1/messages"
 MIN_CACHEABLE_TOKENS = 1024
@@ -79,8 +80,9 @@ class PromptCache:
 class AnthropicWire:
     path = PATH
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: Strictness = STRICT) -> None:
         self.cache = PromptCache()
+        self.strict = strict  # what it refuses, as the real API does (conformance.py)
 
     def script_key(self, body: dict[str, Any]) -> str | None:
         first = body["messages"][0]["content"]
@@ -102,7 +104,13 @@ class AnthropicWire:
                     results.append(content)
         return View(turn, attempt, tuple(results), body)
 
+    def refusal(self, body: dict[str, Any]) -> Fault | None:
+        return anthropic_refusal(body, self.strict)
+
     def reply(self, reply: Reply, key: str, turn: int, body: dict[str, Any]) -> dict[str, Any]:
+        if not body.get("tools"):  # a model shown no tools writes its calls as text
+            reply = as_text(reply)
+        reply = cut(reply, body.get("max_tokens"))
         content: list[dict[str, Any]] = []
         if reply.text:
             content.append({"type": "text", "text": reply.text})
@@ -123,7 +131,9 @@ class AnthropicWire:
             "role": "assistant",
             "model": body["model"],
             "content": content,
-            "stop_reason": "tool_use" if reply.calls else "end_turn",
+            "stop_reason": (
+                "max_tokens" if reply.cut_off else "tool_use" if reply.calls else "end_turn"
+            ),
             "stop_sequence": None,
             "usage": {
                 "input_tokens": uncached,

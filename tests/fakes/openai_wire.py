@@ -13,7 +13,8 @@ import re
 import threading
 from typing import Any
 
-from tests.fakes.script import Fault, Reply, View
+from tests.fakes.conformance import STRICT, Strictness, cut, openai_cap, openai_refusal
+from tests.fakes.script import Fault, Reply, View, as_text
 
 PATH = "/v1/chat/completions"
 MIN_CACHED_TOKENS = 1024
@@ -48,8 +49,12 @@ class PrefixCache:
 class OpenAIWire:
     path = PATH
 
-    def __init__(self) -> None:
+    def __init__(self, *, native_tools: bool = True, strict: Strictness = STRICT) -> None:
         self.cache = PrefixCache()
+        self.strict = strict  # what it refuses, as real servers do (conformance.py)
+        # False: a server that ignores `tools` (no tool parser, or a chat template that drops
+        # them): every scripted call comes back as JSON text, as from a request without tools.
+        self.native_tools = native_tools
 
     def script_key(self, body: dict[str, Any]) -> str | None:
         for message in body["messages"]:
@@ -57,6 +62,9 @@ class OpenAIWire:
                 match = _TAG.search(message["content"])
                 return match.group(1) if match else None
         return None
+
+    def refusal(self, body: dict[str, Any]) -> Fault | None:
+        return openai_refusal(body, self.strict)
 
     def view(self, body: dict[str, Any], attempt: int) -> View:
         messages = body["messages"]
@@ -69,6 +77,9 @@ class OpenAIWire:
         return View(turn, attempt, tuple(results), body)
 
     def reply(self, reply: Reply, key: str, turn: int, body: dict[str, Any]) -> dict[str, Any]:
+        if not (self.native_tools and body.get("tools")):
+            reply = as_text(reply)
+        reply = cut(reply, openai_cap(body, self.strict))
         calls = [
             {
                 "id": f"call_{key}_{turn}_{index}",
@@ -90,7 +101,13 @@ class OpenAIWire:
             "created": 1_700_000_000,
             "model": body["model"],
             "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": (
+                        "length" if reply.cut_off else "tool_calls" if calls else "stop"
+                    ),
+                }
             ],
             "usage": {
                 "prompt_tokens": prompt,

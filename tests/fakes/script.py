@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -22,6 +23,7 @@ class Reply:
     calls: tuple[Call, ...] = ()
     text: str = ""
     output_tokens: int = 20
+    cut_off: bool = False  # stopped at the output limit: OpenAI "length", Anthropic "max_tokens"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,18 @@ class Script:
         if callable(step):
             return step(view)
         return step
+
+
+def as_text(reply: Reply) -> Reply:
+    """What a model that cannot call tools writes for `reply`: its text, then each call as
+    the JSON object of the judge's JSON tool mode (a `raw` call's arguments verbatim)."""
+    objects = [
+        f'{{"tool": {json.dumps(c.name)}, "arguments": '
+        f"{c.raw if c.raw is not None else json.dumps(c.arguments)}}}"
+        for c in reply.calls
+    ]
+    text = "\n".join(part for part in (reply.text, *objects) if part)
+    return replace(reply, calls=(), text=text)
 
 
 def call(name: str, **arguments: Any) -> Reply:

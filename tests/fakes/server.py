@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from tests.fakes.anthropic_wire import AnthropicWire
+from tests.fakes.conformance import STRICT, Strictness
 from tests.fakes.openai_wire import OpenAIWire
-from tests.fakes.script import Fault, Hang, Reply, ScriptBook, View
+from tests.fakes.script import Fault, Hang, Reply, Script, ScriptBook, Step, View
 
 
 class Wire(Protocol):
@@ -21,6 +23,7 @@ class Wire(Protocol):
     def view(self, body: dict[str, Any], attempt: int) -> View: ...
     def reply(self, reply: Reply, key: str, turn: int, body: dict[str, Any]) -> dict[str, Any]: ...
     def fault(self, fault: Fault) -> dict[str, Any]: ...
+    def refusal(self, body: dict[str, Any]) -> Fault | None: ...
 
 
 @dataclass(frozen=True)
@@ -38,11 +41,24 @@ class Recorded:
 
 
 class FakeProviderServer:
-    def __init__(self, wire: Wire, *, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        wire: Wire,
+        *,
+        delay_s: float = 0.0,
+        models: Sequence[str] | None = None,
+        unscripted: Step | None = None,
+    ) -> None:
         self.wire = wire
         self.book = ScriptBook()
         self.delay_s = delay_s  # added to every answer (the bench's 200 ms provider)
+        # GET /v1/models lists these ids (one page, fields of both APIs); None: a 404.
+        self.models = models
+        # What a request with no SCRIPT tag gets (the pre-flight's); None: a 404.
+        self.unscripted = unscripted
         self.requests: list[Recorded] = []
+        self.in_flight = 0  # requests being answered now, and the most at once
+        self.max_in_flight = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -78,7 +94,14 @@ class FakeProviderServer:
     def _answer(self, raw: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         body = json.loads(raw)
         key = self.wire.script_key(body)
-        if key is None or key not in self.book.scripts:
+        refused = self.wire.refusal(body)  # what a real server refuses (conformance.py)
+        if refused is not None:
+            status, extra, payload = refused.status, {}, self.wire.fault(refused)
+            turn, attempt = self.wire.view(body, 0).turn, -1
+        elif key is None and self.unscripted is not None:
+            status, extra, payload = self._unscripted(body, self.unscripted)
+            turn = attempt = -1
+        elif key is None or key not in self.book.scripts:
             status, extra, payload = (
                 404,
                 {},
@@ -103,6 +126,34 @@ class FakeProviderServer:
             time.sleep(self.delay_s)
         return status, extra, json.dumps(payload).encode()
 
+    def _unscripted(self, body: dict[str, Any], step: Step) -> tuple[int, dict[str, str], Any]:
+        action = Script([step]).action(self.wire.view(body, 0))
+        if isinstance(action, Hang):
+            self.stopping.wait(action.seconds)
+            action = Reply(text="(answered after hanging)")
+        if isinstance(action, Fault):
+            return action.status, action.headers, self.wire.fault(action)
+        return 200, {}, self.wire.reply(action, "unscripted", 0, body)
+
+    def _models_page(self) -> tuple[int, bytes]:
+        if self.models is None:
+            return 404, json.dumps(self.wire.fault(Fault(404, message="no models list"))).encode()
+        data = [
+            {
+                "id": model,
+                "object": "model",
+                "created": 1_700_000_000,
+                "owned_by": "fake",
+                "type": "model",
+                "display_name": model,
+                "created_at": "2024-01-01T00:00:00Z",
+            }
+            for model in self.models
+        ]
+        first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+        page = {"object": "list", "data": data, "has_more": False}
+        return 200, json.dumps({**page, "first_id": first, "last_id": last}).encode()
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -115,12 +166,30 @@ class FakeProviderServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] == "/v1/models":
+                    status, data = server._models_page()
+                else:
+                    status, data = 404, b'{"error": "no such path"}'
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
-                if self.path != server.wire.path:
-                    status, extra, data = 404, {}, b'{"error": "no such path"}'
-                else:
-                    status, extra, data = server._answer(raw, dict(self.headers.items()))
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if self.path != server.wire.path:
+                        status, extra, data = 404, {}, b'{"error": "no such path"}'
+                    else:
+                        status, extra, data = server._answer(raw, dict(self.headers.items()))
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
                 try:
                     self.send_response(status)
                     self.send_header("content-type", "application/json")
@@ -135,9 +204,20 @@ class FakeProviderServer:
         return Handler
 
 
-def anthropic_server(delay_s: float = 0.0) -> FakeProviderServer:
-    return FakeProviderServer(AnthropicWire(), delay_s=delay_s)
+def anthropic_server(
+    delay_s: float = 0.0, *, strict: Strictness = STRICT, **options: Any
+) -> FakeProviderServer:
+    return FakeProviderServer(AnthropicWire(strict=strict), delay_s=delay_s, **options)
 
 
-def openai_server(delay_s: float = 0.0) -> FakeProviderServer:
-    return FakeProviderServer(OpenAIWire(), delay_s=delay_s)
+def openai_server(
+    delay_s: float = 0.0,
+    *,
+    native_tools: bool = True,
+    strict: Strictness = STRICT,
+    **options: Any,
+) -> FakeProviderServer:
+    """`native_tools=False`: a server that ignores tools and answers with text only.
+    `strict`: what it refuses and which cap field it reads (conformance.LLAMA_CPP_PYTHON)."""
+    wire = OpenAIWire(native_tools=native_tools, strict=strict)
+    return FakeProviderServer(wire, delay_s=delay_s, **options)

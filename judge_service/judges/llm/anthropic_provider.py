@@ -14,11 +14,21 @@ request is breakpoint 3 of the next, so turn k reads everything before turn
 k - 1's results from the cache without relying on the API's look-back, and
 writes only what turn k - 1 added. Usage is read from ``input_tokens``
 (uncached), ``cache_creation_input_tokens`` and ``cache_read_input_tokens``.
+
+The API refuses empty and whitespace-only text blocks, so a turn's text is
+sent only when it has something in it. ``JUDGE_LLM_TOOL_CHOICE`` maps to
+``tool_choice`` (auto, ``any`` for required, ``tool`` for a name), and
+``JUDGE_LLM_REASONING_EFFORT`` to ``output_config.effort``
+(https://platform.claude.com/docs/en/build-with-claude/effort): it needs no
+extended thinking and governs text and tool calls alike. Extended thinking
+itself is not used: in a tool loop its blocks must be sent back verbatim
+with their signatures, and it refuses a forced tool_choice.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -26,6 +36,7 @@ import anthropic
 
 from judge_service.errors import ProviderError
 from judge_service.judges.base import Usage
+from judge_service.judges.llm.arguments import parse_arguments as parse_text_arguments
 from judge_service.judges.llm.conversation import (
     AssistantTurn,
     Completion,
@@ -37,7 +48,9 @@ from judge_service.judges.llm.provider import (
     ContextLengthError,
     Provider,
     build_http_client,
+    clip,
     is_context_length,
+    root_cause,
 )
 from judge_service.judges.llm.ratelimit import RateLimiter
 
@@ -46,18 +59,12 @@ def parse_arguments(value: object) -> tuple[dict[str, Any], str, str | None]:
     """(arguments, raw text, error) from a tool call's input as the API returned it."""
     if isinstance(value, dict):
         return value, json.dumps(value, ensure_ascii=False), None
-    raw = value if isinstance(value, str) else json.dumps(value)
-    try:
-        parsed = json.loads(raw)
-    except (TypeError, ValueError) as exc:
-        return {}, raw, f"the arguments are not valid JSON ({exc})"
-    if not isinstance(parsed, dict):
-        return {}, raw, "the arguments must be a JSON object"
-    return parsed, raw, None
+    return parse_text_arguments(value if isinstance(value, str) else json.dumps(value))
 
 
 class AnthropicProvider(Provider):
     kind = "anthropic"
+    default_base_url = "https://api.anthropic.com"
 
     def __init__(
         self,
@@ -71,6 +78,8 @@ class AnthropicProvider(Provider):
         max_connections: int = 256,
         cache_ttl: Literal["5m", "1h"] = "5m",
         temperature: float | None = None,
+        tool_choice: str = "auto",
+        reasoning_effort: str | None = None,
     ) -> None:
         super().__init__(model, limiter, request_timeout_s)
         self.base_url = base_url
@@ -79,7 +88,16 @@ class AnthropicProvider(Provider):
         self.max_connections = max_connections
         self.cache_control: dict[str, str] = {"type": "ephemeral", "ttl": cache_ttl}
         self.temperature = temperature
+        self.tool_choice = tool_choice  # auto | required | a tool name
+        self.reasoning_effort = reasoning_effort
         self._client: anthropic.AsyncAnthropic | None = None
+
+    def endpoint_url(self) -> str:
+        url = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or self.default_base_url
+        return url.rstrip("/")
+
+    def cap_hint(self) -> str:
+        return "the server ignores max_tokens (an Anthropic-compatible proxy?)"
 
     def client(self) -> anthropic.AsyncAnthropic:
         """Built on first use: a missing key is a provider error of one rollout, not a crash."""
@@ -124,33 +142,47 @@ class AnthropicProvider(Provider):
             if index > 0:
                 last = messages[index]["content"][-1]
                 messages[index]["content"][-1] = {**last, "cache_control": self.cache_control}
-        return {"tools": tools, "system": system, "messages": messages}
+        body: dict[str, Any] = {"tools": tools, "system": system, "messages": messages}
+        if tools and self.tool_choice != "auto":  # auto is the API's default with tools
+            body["tool_choice"] = _tool_choice(self.tool_choice)
+        return body
 
     async def _create(
         self, prompt: Prompt, history: Sequence[Turn], *, max_tokens: int, timeout_s: float
     ) -> Completion:
         body = self.render(prompt, history)
         extra: dict[str, Any] = {}
+        if body["tools"]:
+            extra["tools"] = body["tools"]
+        if "tool_choice" in body:
+            extra["tool_choice"] = body["tool_choice"]
+        if self.reasoning_effort is not None:
+            extra["output_config"] = {"effort": self.reasoning_effort}
         if self.temperature is not None:
-            extra["temperature"] = self.temperature
+            # Not a parameter of this SDK's create(); the API still reads it.
+            extra["extra_body"] = {"temperature": self.temperature}
+        where = self.where()
         try:
             message = await self.client().messages.create(
                 model=self.model,
                 max_tokens=max_tokens,
                 system=body["system"],
-                tools=body["tools"],
                 messages=body["messages"],
                 timeout=timeout_s,
                 **extra,
             )
         except anthropic.APIStatusError as exc:
-            raise _status_error(exc) from exc
+            raise _status_error(exc, where) from exc
         except anthropic.APITimeoutError as exc:
-            raise ProviderError(f"no response within {timeout_s:.1f} s (timed out)") from exc
+            raise ProviderError(
+                f"no response from {where} within {timeout_s:.1f} s (timed out)"
+            ) from exc
         except anthropic.APIConnectionError as exc:
-            raise ProviderError(f"connection failed: {exc}") from exc
+            raise ProviderError(
+                f"cannot connect to {self.endpoint_url()} (model {self.model}): {root_cause(exc)}"
+            ) from exc
         except anthropic.AnthropicError as exc:
-            raise ProviderError(f"{type(exc).__name__}: {exc}") from exc
+            raise ProviderError(f"{type(exc).__name__} from {where}: {clip(str(exc))}") from exc
         return _completion(message)
 
     async def aclose(self) -> None:
@@ -158,10 +190,18 @@ class AnthropicProvider(Provider):
             await self._client.close()
 
 
+def _tool_choice(choice: str) -> dict[str, str]:
+    if choice == "auto":
+        return {"type": "auto"}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
 def _render_turn(turn: Turn) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if isinstance(turn, AssistantTurn):
-        if turn.text:
+        if turn.text.strip():  # the API refuses empty and whitespace-only text blocks
             content.append({"type": "text", "text": turn.text})
         for call in turn.tool_calls:
             content.append(
@@ -179,7 +219,7 @@ def _render_turn(turn: Turn) -> dict[str, Any]:
         if output.is_error:
             block["is_error"] = True
         content.append(block)
-    if turn.text:
+    if turn.text and turn.text.strip():
         content.append({"type": "text", "text": turn.text})
     return {"role": "user", "content": content}
 
@@ -206,10 +246,13 @@ def _completion(message: anthropic.types.Message) -> Completion:
     )
 
 
-def _status_error(exc: anthropic.APIStatusError) -> ProviderError:
-    detail = exc.api_message or exc.message
-    if is_context_length(exc.status_code, detail):
-        return ContextLengthError(f"context length exceeded (HTTP {exc.status_code}): {detail}")
-    if exc.status_code == 429:
-        return ProviderError(f"rate limited (HTTP 429) after the SDK's retries: {detail}")
-    return ProviderError(f"HTTP {exc.status_code}: {detail}")
+def _status_error(exc: anthropic.APIStatusError, where: str) -> ProviderError:
+    status = exc.status_code
+    detail = clip(getattr(exc, "api_message", None) or exc.message)
+    if is_context_length(status, detail):
+        return ContextLengthError(f"context length exceeded (HTTP {status} from {where}): {detail}")
+    if status == 429:
+        return ProviderError(
+            f"rate limited (HTTP 429 from {where}) after the SDK's retries: {detail}"
+        )
+    return ProviderError(f"HTTP {status} from {where}: {detail}")

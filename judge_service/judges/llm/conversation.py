@@ -82,3 +82,4 @@ class Completion:
     turn: AssistantTurn
     usage: Usage = field(default_factory=Usage)
     stop_reason: str = ""
+    notes: tuple[str, ...] = ()  # what the provider noticed about the answer (transcript)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
@@ -21,12 +22,14 @@ from judge_service.errors import InputError, JudgeError
 from judge_service.judges.base import Judge, JudgeLimits, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.conversation import Prompt, ToolSpec
+from judge_service.judges.llm.json_mode import with_tool_mode
 from judge_service.judges.llm.loop import LoopConfig, ToolLoop
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.pricing import PriceTable
 from judge_service.judges.llm.prompt import PromptSet, canonical_json
 from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import shared_limiter
+from judge_service.judges.llm.servers import json_response_format, wire_options
 from judge_service.judges.llm.transcript import Transcript
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.resolve import span_limits
@@ -51,6 +54,23 @@ OPTIONAL_TOOLS = (
 @dataclass
 class LLMJudgeOutcome(JudgeOutcome):
     pass
+
+
+def endpoint(provider: Provider) -> str | None:
+    """The base URL `provider` sends to: its own ``base_url``, that of the provider it wraps
+    (a wrapper holding one), else the SDK's environment variable (e.g. OPENAI_BASE_URL)."""
+    current: object = provider
+    for _ in range(4):
+        url = getattr(current, "base_url", None)
+        if url:
+            return str(url).rstrip("/")
+        held = getattr(current, "__dict__", {}).values()
+        inner = [v for v in held if isinstance(v, Provider) and v is not current]
+        if len(inner) != 1:
+            break
+        current = inner[0]
+    url = os.environ.get(f"{getattr(provider, 'kind', '').upper()}_BASE_URL")
+    return url.rstrip("/") if url else None
 
 
 def tool_spec(tool: Tool) -> ToolSpec:
@@ -87,10 +107,12 @@ class LLMJudge(Judge):
     def key_material(
         self, label_scores: Mapping[str, float], limits: JudgeLimits
     ) -> dict[str, object]:
-        # The prompt shows every score, and the session's budget shapes what it finds.
+        # The prompt shows every score, and the session's budget shapes what it finds. The
+        # endpoint: two servers may serve different weights under one model name.
         return {
             "label_scores": dict(sorted(label_scores.items())),
             "limits": [limits.max_turns, limits.max_tool_calls, limits.deadline_s],
+            "endpoint": endpoint(self.provider),
         }
 
     def _tools(self, labels: Sequence[str]) -> tuple[dict[str, Tool], tuple[ToolSpec, ...]]:
@@ -159,16 +181,20 @@ def default_tools(settings: Settings) -> list[Tool]:
     return tools
 
 
-def _rate_limit(settings: Settings, spec: str, kind: str) -> tuple[str, float | None, float | None]:
+def _rate_limit(
+    settings: Settings, spec: str, kind: str
+) -> tuple[str, float | None, float | None, int | None]:
     """The quota entry that applies to `spec`: its key in JUDGE_LLM_RATE_LIMITS (a spec, a
-    provider or "*"), rpm and tpm. The key, not the caller's model string, names the
-    limiter, so rotating model names under a provider-wide quota cannot multiply it."""
+    provider or "*"), rpm, tpm and concurrency. The key, not the caller's model string,
+    names the limiter (and its request slots), so rotating model names under a
+    provider-wide quota cannot multiply it."""
     limits = settings.llm_rate_limits
     for key in (spec, kind, "*"):
         entry = limits.get(key)
         if entry:
-            return key, entry.get("rpm"), entry.get("tpm")
-    return spec, None, None
+            slots = entry.get("concurrency")
+            return key, entry.get("rpm"), entry.get("tpm"), int(slots) if slots else None
+    return spec, None, None, None
 
 
 def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
@@ -176,11 +202,15 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
     if not model:
         raise InputError(f"the {kind} judge needs a model: {kind}:<model>", field="options.judge")
     spec = f"{kind}:{model}"
-    quota, rpm, tpm = _rate_limit(settings, spec, kind)
+    quota, rpm, tpm, concurrency = _rate_limit(settings, spec, kind)
+    tools = default_tools(settings)
+    if kind not in ("anthropic", "openai"):
+        raise InputError(f"unknown LLM provider {kind!r}", field="options.judge")
+    wire = wire_options(settings, kind, spec, [SUBMIT_SPANS, *(t.name for t in tools)])
     provider: Provider
     if kind == "anthropic":
         base_url = settings.llm_anthropic_base_url
-        limiter = shared_limiter(quota, base_url or "", rpm, tpm)
+        limiter = shared_limiter(quota, base_url or "", rpm, tpm, concurrency)
         provider = AnthropicProvider(
             model,
             limiter,
@@ -190,10 +220,12 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
             max_connections=settings.llm_max_connections,
             cache_ttl=settings.llm_cache_ttl,
             temperature=settings.llm_temperature,
+            tool_choice=wire.tool_choice,
+            reasoning_effort=wire.reasoning_effort,
         )
-    elif kind == "openai":
+    else:
         base_url = settings.llm_openai_base_url
-        limiter = shared_limiter(quota, base_url or "", rpm, tpm)
+        limiter = shared_limiter(quota, base_url or "", rpm, tpm, concurrency)
         provider = OpenAIProvider(
             model,
             limiter,
@@ -202,14 +234,19 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
             request_timeout_s=settings.llm_request_timeout_s,
             max_connections=settings.llm_max_connections,
             send_prompt_cache_key=settings.llm_openai_prompt_cache_key,
-            max_tokens_field=settings.llm_openai_max_tokens_field,
+            max_tokens_field=wire.max_tokens_field,
             temperature=settings.llm_temperature,
+            tool_choice=wire.tool_choice,
+            reasoning_effort=wire.reasoning_effort,
+            json_response_format=(
+                json_response_format(wire.profile)
+                if settings.llm_tool_mode != "native" and wire.profile.json_object
+                else None
+            ),
         )
-    else:
-        raise InputError(f"unknown LLM provider {kind!r}", field="options.judge")
     return LLMJudge(
-        provider,
-        tools=default_tools(settings),
+        with_tool_mode(provider, settings.llm_tool_mode),
+        tools=tools,
         prompts=PromptSet.load(settings.llm_prompt_version, settings.llm_prompts_dir),
         config=LoopConfig(
             max_tokens_per_call=settings.llm_max_tokens_per_call,

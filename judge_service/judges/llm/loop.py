@@ -4,14 +4,26 @@ Before every turn the conditions in `STOP_CONDITIONS` are checked in order;
 the first that holds ends the session. The whole session also runs inside
 one wall-clock timeout (the rollout's deadline), so a hung provider or tool
 cannot outlive it. On ``submit_spans`` the service's own validation runs; if
-it rejects anything, the reasons go back as the tool's result and the model
-gets exactly one more turn (the repair turn) before the session ends.
+it rejects anything, the reasons go back as the tool's result (with what the
+service could compute, such as where a misplaced quote does occur) and the
+repair phase begins: a few turns (`LoopConfig.repair_max_turns`) in which the
+model may look again (`LoopConfig.repair_tools`, at most
+`LoopConfig.repair_max_tool_calls` calls) until it submits once more. That
+resubmission is final.
 
-Ending: the latest submission is returned whenever there is one, even when a
-budget ran out or the provider failed afterwards; without one the session
-raises the `JudgeError` of its boundary (`ProviderError` when the deadline
-passed waiting for the provider, `BudgetError` otherwise), with the partial
-outcome (usage, transcript) attached as ``exc.partial``.
+A reply the provider stopped at the output limit (OpenAI ``length``,
+Anthropic ``max_tokens``) is not a plain answer without a tool call: the model
+is told it was cut off (``cutoff.md``), and the last tool call of such a reply,
+the one being written when it was cut, is not run but answered the same way.
+
+Ending: the latest submission is returned whenever some of it was accepted,
+even when a budget ran out or the provider failed afterwards. A submission
+rejected whole whose repair never came (the provider failed, a budget or the
+deadline ran out, the repair phase was spent without a resubmission) is no
+judgment: the session raises the error of that ending, as it does without any
+submission (`ProviderError` when the provider failed or the deadline passed
+waiting for it, `BudgetError` otherwise), with the partial outcome (usage,
+transcript) attached as ``exc.partial``.
 """
 
 from __future__ import annotations
@@ -27,12 +39,15 @@ from judge_service.errors import BudgetError, JudgeError, ProviderError
 from judge_service.judges.base import JudgeLimits, JudgeOutcome, JudgeRequest, SpanCheck, Usage
 from judge_service.judges.llm.conversation import Prompt, ToolCall, ToolOutput, Turn, UserTurn
 from judge_service.judges.llm.prompt import PromptSet
-from judge_service.judges.llm.provider import Provider
+from judge_service.judges.llm.provider import Provider, host_of
 from judge_service.judges.llm.transcript import Transcript
 from judge_service.tools.base import Tool, ToolContext
 from judge_service.tools.trace_tools import SUBMIT_SPANS
 
 log = logging.getLogger(__name__)
+
+# Completion.stop_reason values meaning "stopped at the output limit": OpenAI, Anthropic.
+CUT_OFF = frozenset({"length", "max_tokens"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,11 @@ class LoopConfig:
     tool_timeout_s: float = 20.0
     max_idle_replies: int = 2  # consecutive answers without a tool call before giving up
     max_input_tokens: int | None = None  # per rollout: uncached + cache write + cache read
+    # The repair phase after a rejection: its turns (the resubmission's included) and the
+    # calls of `repair_tools` it may make to find the right positions before resubmitting.
+    repair_max_turns: int = 3
+    repair_max_tool_calls: int = 3
+    repair_tools: tuple[str, ...] = ("view_tokens", "search_trace")
 
 
 @dataclass
@@ -56,9 +76,14 @@ class Session:
     history: list[Turn] = field(default_factory=list)
     spans: list[Any] | None = None  # the latest submission
     accepted: bool = False  # the latest submission passed validation whole
-    repair_pending: bool = False  # rejections were sent; the next turn is the repair turn
-    repair_used: bool = False
+    accepted_spans: int = 0  # of the latest submission
+    repairing: bool = False  # rejections were sent; no resubmission yet
+    repair_turns: int = 0  # turns of the repair phase without a resubmission
+    repair_calls: int = 0  # tool calls made in the repair phase
+    resubmitted: bool = False
+    repair_used: bool = False  # the repair phase is over (resubmitted or spent)
     idle_replies: int = 0
+    cutoffs: int = 0  # replies stopped at the output limit
     refused_turns: int = 0  # turns in which a call was refused for the tool-call budget
     refused_in_turn: bool = False
     waiting_on: str = "the provider"
@@ -154,20 +179,29 @@ class ToolLoop:
             usage=s.usage,
             transcript=transcript.entries,
         )
-        if s.spans is not None:
+        unrepaired = not (s.accepted or s.accepted_spans or s.resubmitted)
+        if s.spans is not None and not unrepaired:
             return outcome
-        error = failure or self._no_spans_error(reason, s)
-        if failure is None:
+        if s.spans is None:
+            error = failure or self._no_spans_error(reason, s)
+        else:
+            error = self._unrepaired_error(reason, failure, s)
+        if error is not failure:
             transcript.error(s.turns, error.boundary, str(error))
         error.partial = outcome
         raise error
+
+    def _who(self) -> str:
+        """``openai:smollm2 at 127.0.0.1:8080``: the judge and the endpoint, for errors."""
+        return f"{self.provider.name} at {host_of(self.provider.endpoint_url())}"
 
     def _no_spans_error(self, reason: str, s: Session) -> JudgeError:
         limits = s.limits
         if reason == "deadline" and s.waiting_on == "the provider":
             return ProviderError(
-                f"no answer from {self.provider.name} within the {limits.deadline_s:g} s deadline"
+                f"no answer from {self._who()} within the {limits.deadline_s:g} s deadline"
             )
+        cut = f" ({s.cutoffs} of them cut off at the output limit)" if s.cutoffs else ""
         messages = {
             "deadline": f"the {limits.deadline_s:g} s deadline passed while waiting on "
             f"{s.waiting_on}, before any spans were submitted",
@@ -176,10 +210,39 @@ class ToolLoop:
             "and no spans were submitted",
             "token_budget": f"the token budget (output {limits.max_output_tokens}, input "
             f"{s.max_input_tokens}) was spent before any spans were submitted",
-            "no_tool_calls": f"the model answered {s.idle_replies} times without a tool call "
-            "and never submitted spans",
+            "no_tool_calls": f"the model answered {s.idle_replies} times without a tool call"
+            f"{cut} and never submitted spans",
         }
-        return BudgetError(messages.get(reason, f"the session ended ({reason}) without spans"))
+        # Named like a provider error: which endpoint and model spent the budget.
+        text = messages.get(reason, f"the session ended ({reason}) without spans")
+        return BudgetError(f"{self._who()}: {text}")
+
+    def _unrepaired_error(
+        self, reason: str, failure: ProviderError | None, s: Session
+    ) -> JudgeError:
+        """Every span of the submission was rejected and the repair never came: the error
+        of how the session ended, saying so (zero accepted spans are no judgment)."""
+        rejected = f"every one of the {len(s.spans or [])} submitted spans was rejected"
+        if failure is not None:
+            error: JudgeError = ProviderError(f"{failure} (during the repair: {rejected})")
+            error.__cause__ = failure
+            return error
+        if reason == "deadline" and s.waiting_on == "the provider":
+            return ProviderError(
+                f"no answer from {self._who()} within the {s.limits.deadline_s:g} s "
+                f"deadline (during the repair: {rejected})"
+            )
+        ending = {
+            "repair_used": f"the repair phase ended after {s.repair_turns} turn(s) "
+            "without a new submission",
+            "deadline": f"the {s.limits.deadline_s:g} s deadline passed while waiting on "
+            f"{s.waiting_on}",
+            "max_turns": f"the {s.limits.max_turns} turns were spent",
+            "max_tool_calls": f"the tool-call budget ({s.limits.max_tool_calls}) was spent",
+            "token_budget": "the token budget was spent",
+            "no_tool_calls": f"the model answered {s.idle_replies} times without a tool call",
+        }.get(reason, f"the session ended ({reason})")
+        return BudgetError(f"{self._who()}: {rejected}, and {ending} before a repaired submission")
 
     async def _turn(
         self,
@@ -201,30 +264,40 @@ class ToolLoop:
         s.usage = s.usage + completion.usage
         transcript.assistant(s.turns, completion)
         s.history.append(completion.turn)
-        repair_turn, s.repair_pending = s.repair_pending, False
+        in_repair = s.repairing
+        cut = completion.stop_reason in CUT_OFF
+        s.cutoffs += cut
         calls = completion.turn.tool_calls
         if not calls:
             s.idle_replies += 1
-            s.repair_used = s.repair_used or repair_turn
-            nudge = self.prompts.nudge_text()
-            transcript.message(s.turns, nudge)
-            s.history.append(UserTurn(text=nudge))
-            return
-        s.idle_replies = 0
-        outputs: list[ToolOutput] = []
-        s.refused_in_turn = False
-        for call in calls:
-            s.waiting_on = f"the {call.name} tool"
-            began = time.perf_counter()
-            if s.accepted:  # calls after an accepted submission in the same turn: moot
-                output = ToolOutput(call.id, call.name, "Skipped: the review is complete.")
-            else:
-                output = await self._call(s, call, tools, context, check, transcript)
-            transcript.tool(s.turns, call, output, round((time.perf_counter() - began) * 1000))
-            outputs.append(output)
-        s.refused_turns += s.refused_in_turn
-        s.repair_used = s.repair_used or repair_turn
-        s.history.append(UserTurn(tool_outputs=tuple(outputs)))
+            text = self.prompts.cutoff_text(max_tokens) if cut else self.prompts.nudge_text()
+            transcript.message(s.turns, text)
+            s.history.append(UserTurn(text=text))
+        else:
+            s.idle_replies = 0
+            outputs: list[ToolOutput] = []
+            s.refused_in_turn = False
+            for index, call in enumerate(calls):
+                s.waiting_on = f"the {call.name} tool"
+                began = time.perf_counter()
+                if s.accepted:  # calls after an accepted submission in the same turn: moot
+                    output = ToolOutput(call.id, call.name, "Skipped: the review is complete.")
+                elif cut and index == len(calls) - 1:
+                    # The call being written when the reply was cut: its arguments are
+                    # incomplete even where they parse (a span list cut short).
+                    s.calls_by_name[call.name] = s.calls_by_name.get(call.name, 0) + 1
+                    text = self.prompts.cutoff_text(max_tokens)
+                    output = ToolOutput(call.id, call.name, text, is_error=True)
+                else:
+                    output = await self._call(s, call, tools, context, check, transcript)
+                transcript.tool(s.turns, call, output, round((time.perf_counter() - began) * 1000))
+                outputs.append(output)
+            s.refused_turns += s.refused_in_turn
+            s.history.append(UserTurn(tool_outputs=tuple(outputs)))
+        if in_repair and s.repairing:  # a turn of the repair phase without a resubmission
+            s.repair_turns += 1
+            if s.repair_turns >= self.config.repair_max_turns:
+                s.repairing, s.repair_used = False, True
 
     async def _call(
         self,
@@ -249,6 +322,18 @@ class ToolLoop:
             return error(f"Error: unknown tool {call.name!r}; the tools are {', '.join(tools)}.")
         if call.name == SUBMIT_SPANS:
             return await self._submit(s, call, tool, context, check, transcript)
+        if s.repairing:
+            config = self.config
+            if (
+                call.name not in config.repair_tools
+                or s.repair_calls >= config.repair_max_tool_calls
+            ):
+                return error(
+                    self.prompts.repair_budget_text(
+                        config.repair_max_tool_calls, config.repair_tools
+                    )
+                )
+            s.repair_calls += 1
         if s.tool_calls >= s.limits.max_tool_calls:
             s.refused_in_turn = True
             return error(self.prompts.budget_text(s.limits.max_tool_calls))
@@ -273,7 +358,7 @@ class ToolLoop:
         transcript: Transcript,
     ) -> ToolOutput:
         result = await tool.call(call.arguments, context)
-        if not result.ok:
+        if not result.ok:  # not a submission (bad shape): the repair phase, if any, goes on
             return ToolOutput(call.id, call.name, result.content, is_error=True)
         spans = list(result.data["spans"])
         s.spans = spans
@@ -281,9 +366,21 @@ class ToolLoop:
         # check parse thousands of lines; a session turn is seconds, the hop is nothing.
         report = await asyncio.to_thread(check, spans)
         s.accepted = not report.rejected
+        s.accepted_spans = len(report.accepted)
+        if s.repairing:  # the resubmission: final, whatever validation says
+            s.repairing, s.repair_used, s.resubmitted = False, True, True
         if s.accepted:
             text = f"Accepted {len(report.accepted)} span(s). The review is complete."
             return ToolOutput(call.id, call.name, text)
         transcript.rejections(s.turns, report)
-        s.repair_pending = True
-        return ToolOutput(call.id, call.name, self.prompts.repair_text(report), is_error=True)
+        if s.repair_used:  # the session ends here; this reaches the transcript only
+            text = f"{len(report.accepted)} span(s) accepted; the review is complete."
+            return ToolOutput(call.id, call.name, text, is_error=True)
+        s.repairing = True
+        text = self.prompts.repair_text(
+            report,
+            turns=self.config.repair_max_turns,
+            tool_calls=self.config.repair_max_tool_calls,
+            tools=self.config.repair_tools,
+        )
+        return ToolOutput(call.id, call.name, text, is_error=True)

@@ -8,19 +8,25 @@ cache) covers them; ``prompt_cache_key`` names the rollout's prefix so its
 turns are routed to the same cache. Usage: ``prompt_tokens`` minus
 ``prompt_tokens_details.cached_tokens`` (and ``cache_write_tokens`` where a
 server reports it) is uncached input.
+
+What differs between servers (the max-tokens field, which tool_choice values
+work) is data in `servers.py`; this module sends what it is given. An
+assistant turn with tool calls carries ``"content": ""``, never ``null``:
+llama-cpp-python hands messages to the model's Jinja chat template as sent,
+and templates that concatenate content fail on null (HTTP 500).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import openai
 
 from judge_service.errors import ProviderError
 from judge_service.judges.base import Usage
+from judge_service.judges.llm.arguments import parse_arguments
 from judge_service.judges.llm.conversation import (
     AssistantTurn,
     Completion,
@@ -32,9 +38,12 @@ from judge_service.judges.llm.provider import (
     ContextLengthError,
     Provider,
     build_http_client,
+    clip,
     is_context_length,
+    root_cause,
 )
 from judge_service.judges.llm.ratelimit import RateLimiter
+from judge_service.judges.llm.servers import MaxTokensField, profile_for
 
 # Self-hosted servers usually need no key, but the SDK refuses to start without one.
 PLACEHOLDER_KEY = "not-needed"
@@ -42,6 +51,7 @@ PLACEHOLDER_KEY = "not-needed"
 
 class OpenAIProvider(Provider):
     kind = "openai"
+    default_base_url = "https://api.openai.com/v1"
 
     def __init__(
         self,
@@ -54,8 +64,11 @@ class OpenAIProvider(Provider):
         request_timeout_s: float = 120.0,
         max_connections: int = 256,
         send_prompt_cache_key: bool = True,
-        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        max_tokens_field: MaxTokensField | None = None,
         temperature: float | None = None,
+        tool_choice: str = "auto",
+        reasoning_effort: str | None = None,
+        json_response_format: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(model, limiter, request_timeout_s)
         self.base_url = base_url
@@ -63,9 +76,30 @@ class OpenAIProvider(Provider):
         self.max_retries = max_retries
         self.max_connections = max_connections
         self.send_prompt_cache_key = send_prompt_cache_key
-        self.max_tokens_field = max_tokens_field
+        # Unset: max_completion_tokens for OpenAI itself, max_tokens for any other server.
+        self.max_tokens_field: MaxTokensField = (
+            max_tokens_field or profile_for("auto", self.endpoint_url()).max_tokens_field
+        )
         self.temperature = temperature
+        self.tool_choice = tool_choice  # auto | required | a tool name
+        self.reasoning_effort = reasoning_effort
+        # JSON tool mode: a request without tools asks for one JSON object, which the
+        # server enforces with a grammar (llama.cpp, vLLM, SGLang, Ollama) or its own
+        # JSON mode (OpenAI); a small model otherwise answers prose, turn after turn.
+        self.json_response_format = dict(json_response_format or {})
         self._client: openai.AsyncOpenAI | None = None
+
+    def endpoint_url(self) -> str:
+        url = self.base_url or os.environ.get("OPENAI_BASE_URL") or self.default_base_url
+        return url.rstrip("/")
+
+    def cap_hint(self) -> str:
+        fields = ("max_completion_tokens", "max_tokens")
+        other = fields[1 - fields.index(self.max_tokens_field)]
+        return (
+            f"the server ignores {self.max_tokens_field}; set "
+            f"JUDGE_LLM_OPENAI_MAX_TOKENS_FIELD={other} (or JUDGE_LLM_SERVER to its family)"
+        )
 
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
@@ -109,43 +143,62 @@ class OpenAIProvider(Provider):
         ]
         for turn in history:
             messages.extend(_render_turn(turn))
-        return {"tools": tools, "messages": messages}
+        body: dict[str, Any] = {"tools": tools, "messages": messages}
+        if tools and self.tool_choice != "auto":  # auto is the API's default with tools
+            body["tool_choice"] = _tool_choice(self.tool_choice)
+        return body
 
     async def _create(
         self, prompt: Prompt, history: Sequence[Turn], *, max_tokens: int, timeout_s: float
     ) -> Completion:
         body = self.render(prompt, history)
         extra: dict[str, Any] = {self.max_tokens_field: max_tokens}
+        if "tool_choice" in body:
+            extra["tool_choice"] = body["tool_choice"]
+        if body["tools"]:
+            extra["tools"] = body["tools"]
+        elif self.json_response_format:
+            extra["response_format"] = self.json_response_format
         if self.send_prompt_cache_key:
             extra["prompt_cache_key"] = prompt.cache_key
         if self.temperature is not None:
             extra["temperature"] = self.temperature
+        if self.reasoning_effort is not None:
+            extra["reasoning_effort"] = self.reasoning_effort
+        where = self.where()
         try:
             response = await self.client().chat.completions.create(
-                model=self.model,
-                messages=body["messages"],
-                tools=body["tools"],
-                timeout=timeout_s,
-                **extra,
+                model=self.model, messages=body["messages"], timeout=timeout_s, **extra
             )
         except openai.APIStatusError as exc:
-            raise _status_error(exc) from exc
+            raise _status_error(exc, where) from exc
         except openai.APITimeoutError as exc:
-            raise ProviderError(f"no response within {timeout_s:.1f} s (timed out)") from exc
+            raise ProviderError(
+                f"no response from {where} within {timeout_s:.1f} s (timed out)"
+            ) from exc
         except openai.APIConnectionError as exc:
-            raise ProviderError(f"connection failed: {exc}") from exc
+            raise ProviderError(
+                f"cannot connect to {self.endpoint_url()} (model {self.model}): {root_cause(exc)}"
+            ) from exc
         except openai.OpenAIError as exc:
-            raise ProviderError(f"{type(exc).__name__}: {exc}") from exc
-        return _completion(response)
+            raise ProviderError(f"{type(exc).__name__} from {where}: {clip(str(exc))}") from exc
+        return _completion(response, where)
 
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
 
 
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
 def _render_turn(turn: Turn) -> list[dict[str, Any]]:
     if isinstance(turn, AssistantTurn):
-        message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+        # "" and never null beside tool calls: see the module docstring.
+        message: dict[str, Any] = {"role": "assistant", "content": turn.text}
         if turn.tool_calls:
             message["tool_calls"] = [
                 {
@@ -169,27 +222,16 @@ def _render_turn(turn: Turn) -> list[dict[str, Any]]:
     return messages
 
 
-def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
-    try:
-        parsed = json.loads(raw) if raw.strip() else {}
-    except ValueError as exc:
-        return {}, f"the arguments are not valid JSON ({exc})"
-    if not isinstance(parsed, dict):
-        return {}, "the arguments must be a JSON object"
-    return parsed, None
-
-
-def _completion(response: Any) -> Completion:
+def _completion(response: Any, where: str) -> Completion:
     if not response.choices:
-        raise ProviderError("the response has no choices")
+        raise ProviderError(f"the response from {where} has no choices")
     choice = response.choices[0]
     calls: list[ToolCall] = []
     for call in choice.message.tool_calls or ():
         function = getattr(call, "function", None)
         if function is None:  # a custom (non-function) tool call: not ours
             continue
-        raw = function.arguments or ""
-        arguments, error = parse_arguments(raw)
+        arguments, raw, error = parse_arguments(function.arguments or "")
         calls.append(ToolCall(call.id, function.name, arguments, raw, error))
     usage = response.usage
     details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
@@ -208,11 +250,30 @@ def _completion(response: Any) -> Completion:
     )
 
 
-def _status_error(exc: openai.APIStatusError) -> ProviderError:
+def _detail(exc: openai.APIStatusError) -> str:
+    """The server's own message: ``error.message`` of the body where there is one."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if isinstance(message, str) and message:
+            return clip(message)
+    if isinstance(body, str) and body:
+        return clip(body)
+    try:
+        return clip(exc.response.text) or exc.message
+    except Exception:  # a streamed body that cannot be read again
+        return clip(exc.message)
+
+
+def _status_error(exc: openai.APIStatusError, where: str) -> ProviderError:
     code = exc.code if isinstance(getattr(exc, "code", None), str) else ""
-    detail = exc.message
-    if code == "context_length_exceeded" or is_context_length(exc.status_code, detail):
-        return ContextLengthError(f"context length exceeded (HTTP {exc.status_code}): {detail}")
-    if exc.status_code == 429:
-        return ProviderError(f"rate limited (HTTP 429) after the SDK's retries: {detail}")
-    return ProviderError(f"HTTP {exc.status_code}: {detail}")
+    status = exc.status_code
+    detail = _detail(exc)
+    if code == "context_length_exceeded" or is_context_length(status, detail):
+        return ContextLengthError(f"context length exceeded (HTTP {status} from {where}): {detail}")
+    if status == 429:
+        return ProviderError(
+            f"rate limited (HTTP 429 from {where}) after the SDK's retries: {detail}"
+        )
+    return ProviderError(f"HTTP {status} from {where}: {detail}")

@@ -29,10 +29,30 @@ from judge_service.validate import ValidationReport
 PLACEHOLDERS: Mapping[str, tuple[str, ...]] = {
     "instructions": (),
     "rubric": ("label_table",),
-    "context": ("problem", "final_answer", "verdict", "references", "num_tokens", "fence", "trace"),
-    "repair": ("accepted", "rejected", "reasons"),
+    "context": (
+        "problem",
+        "final_answer",
+        "verdict",
+        "references",
+        "num_tokens",
+        "fence",
+        "trace",
+        "max_turns",
+        "max_tool_calls",
+        "deadline_s",
+    ),
+    "repair": (
+        "accepted",
+        "rejected",
+        "reasons",
+        "repair_turns",
+        "repair_tool_calls",
+        "repair_tools",
+    ),
     "nudge": (),
     "budget": ("max_tool_calls",),
+    "repair_budget": ("repair_tool_calls", "repair_tools"),
+    "cutoff": ("max_tokens",),
 }
 # The prompts ship inside the package (package data), so a wheel installed anywhere finds
 # them; JUDGE_LLM_PROMPTS_DIR points elsewhere to try other wording without a reinstall.
@@ -51,6 +71,10 @@ def canonical_json(value: object) -> str:
 def fence_id(text: str) -> str:
     """A fence id derived from the trace: stable across turns, not forgeable from inside it."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _names(tools: Sequence[str]) -> str:
+    return " or ".join(tools) if tools else "no tool"
 
 
 def _verdict(reward: float | None) -> str:
@@ -75,7 +99,14 @@ class PromptSet:
         hasher = hashlib.sha256()
         templates: dict[str, Template] = {}
         for name, fields in PLACEHOLDERS.items():
-            text = (folder / f"{name}.md").read_text(encoding="utf-8").rstrip("\n")
+            path = folder / f"{name}.md"
+            if not path.is_file():
+                raise InputError(
+                    f"prompt {path} is missing: a prompt version needs "
+                    f"{', '.join(f'{n}.md' for n in PLACEHOLDERS)}",
+                    field="settings.llm_prompt_version",
+                )
+            text = path.read_text(encoding="utf-8").rstrip("\n")
             hasher.update(name.encode() + b"\0" + text.encode() + b"\0")
             templates[name] = Template(text)
             try:
@@ -120,15 +151,32 @@ class PromptSet:
             num_tokens=request.trace.num_tokens,
             fence=fence_id(request.view.text),
             trace=request.view.text,
+            # The session's budget: fixed for the rollout, so the context stays byte-stable.
+            max_turns=request.limits.max_turns,
+            max_tool_calls=request.limits.max_tool_calls,
+            deadline_s=f"{request.limits.deadline_s:g}",
         )
 
-    def repair_text(self, report: ValidationReport) -> str:
+    def repair_text(
+        self, report: ValidationReport, *, turns: int, tool_calls: int, tools: Sequence[str]
+    ) -> str:
         return self._render(
             "repair",
             accepted=len(report.accepted),
             rejected=len(report.rejected),
             reasons=report.reasons_text(),
+            repair_turns=turns,
+            repair_tool_calls=tool_calls,
+            repair_tools=_names(tools),
         )
+
+    def repair_budget_text(self, tool_calls: int, tools: Sequence[str]) -> str:
+        return self._render(
+            "repair_budget", repair_tool_calls=tool_calls, repair_tools=_names(tools)
+        )
+
+    def cutoff_text(self, max_tokens: int) -> str:
+        return self._render("cutoff", max_tokens=max_tokens)
 
     def nudge_text(self) -> str:
         return self._render("nudge")

@@ -12,15 +12,30 @@ a 400/413 is never retried by the SDKs (and a context-length error becomes
 `ContextLengthError` at once), and a server-directed wait longer than what is
 left of the rollout's deadline is not slept through: the hook marks the
 response ``x-should-retry: false`` and the rollout falls back immediately.
+
+Two checks keep a third-party server honest. A limiter with ``concurrency``
+holds the request until one of its slots is free (within the deadline). And
+the output cap sent is checked against the usage the server reports: a
+server that ignores the cap field (llama.cpp ignores max_completion_tokens)
+generates until its context is full, so the first such completion is logged
+with the setting to change, counted, and noted in the transcript.
+
+Errors name the boundary, the endpoint and the model, with the server's own
+message cut to `DETAIL_CHARS` (a server's 500 can carry kilobytes of dump).
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
+import os
 import re
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
+from urllib.parse import urlsplit
 
 import httpx2
 
@@ -34,6 +49,8 @@ from judge_service.judges.llm.ratelimit import (
     retry_after_seconds,
 )
 
+log = logging.getLogger(__name__)
+
 # The deadline (time.monotonic) of the request being sent in this task, for the response hook.
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "judge_llm_deadline", default=None
@@ -46,8 +63,47 @@ _CONTEXT_LENGTH = re.compile(
 )
 
 
+# The server's own error text kept in a ProviderError.
+DETAIL_CHARS = 300
+# Output tokens a server may report beyond the cap sent before it counts as ignoring it
+# (some count the end-of-turn token, or a template's closing tokens).
+CAP_SLACK_TOKENS = 16
+CAP_SLACK_SHARE = 0.02
+# Providers already warned about an ignored output cap (once per name and endpoint).
+_CAP_WARNED: set[tuple[str, str]] = set()
+
+
 class ContextLengthError(ProviderError):
     """The request no longer fits the model's context window; never retried."""
+
+
+def clip(text: str, limit: int = DETAIL_CHARS) -> str:
+    """`text` on one line, cut to `limit` characters (an ellipsis marks the cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit].rstrip() + "…"
+
+
+def host_of(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.netloc or url
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost reason of a connection failure ("Connection refused", not the SDK's
+    "Connection error.")."""
+    reason = str(exc)
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror) and current.strerror:
+            reason = current.strerror
+        elif isinstance(current, OSError) and isinstance(current.errno, int) and current.errno > 0:
+            reason = os.strerror(current.errno)
+        elif str(current):
+            reason = str(current)
+        current = current.__cause__ or current.__context__
+    return clip(reason)
 
 
 def is_context_length(status: int, text: str) -> bool:
@@ -106,6 +162,8 @@ class Provider(ABC):
     """One model behind one API. `name` is the judge spec, e.g. ``anthropic:claude-x``."""
 
     kind: str
+    # Where a request goes when no base URL is configured (for error messages).
+    default_base_url = ""
 
     def __init__(self, model: str, limiter: RateLimiter, request_timeout_s: float) -> None:
         self.model = model
@@ -116,26 +174,59 @@ class Provider(ABC):
     def name(self) -> str:
         return f"{self.kind}:{self.model}"
 
+    def endpoint_url(self) -> str:
+        """The base URL requests go to, as configured (subclasses add their SDK's env var)."""
+        url = getattr(self, "base_url", None) or self.default_base_url
+        return str(url).rstrip("/")
+
+    def where(self) -> str:
+        """``127.0.0.1:8080 (model smollm2)``: the endpoint host and the model, for errors."""
+        return f"{host_of(self.endpoint_url())} (model {self.model})"
+
+    def cap_hint(self) -> str:
+        """What to change when the server ignores the output cap."""
+        return "the server ignores the request's output cap"
+
     async def complete(
         self, prompt: Prompt, history: Sequence[Turn], *, max_tokens: int, deadline: float
     ) -> Completion:
         """The next assistant turn. Raises ProviderError (or a subclass) on failure."""
         estimate = estimate_tokens(prompt, history)
-        await self.limiter.acquire(estimate + max_tokens, deadline)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RateLimitedError("no time left for the request after waiting for the limiter")
-        token = _DEADLINE.set(deadline)
-        try:
-            completion = await self._create(
-                prompt, history, max_tokens=max_tokens, timeout_s=min(self.request_timeout_s, left)
-            )
-        finally:
-            _DEADLINE.reset(token)
+        async with self.limiter.slot(deadline, self.where()):
+            await self.limiter.acquire(estimate + max_tokens, deadline)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RateLimitedError("no time left for the request after waiting for the limiter")
+            token = _DEADLINE.set(deadline)
+            try:
+                completion = await self._create(
+                    prompt,
+                    history,
+                    max_tokens=max_tokens,
+                    timeout_s=min(self.request_timeout_s, left),
+                )
+            finally:
+                _DEADLINE.reset(token)
         used = completion.usage
         actual = used.input_tokens + used.cache_write_tokens + used.output_tokens
         self.limiter.settle(actual - estimate - max_tokens)
-        return completion
+        return self._check_cap(completion, max_tokens)
+
+    def _check_cap(self, completion: Completion, max_tokens: int) -> Completion:
+        generated = completion.usage.output_tokens
+        if generated <= max_tokens + max(CAP_SLACK_TOKENS, max_tokens * CAP_SLACK_SHARE):
+            return completion
+        metrics.PROVIDER_CAP_IGNORED.labels(self.name).inc()
+        note = (
+            f"{generated} output tokens where the request capped output at {max_tokens}: "
+            f"{self.cap_hint()}"
+        )
+        key = (self.name, self.endpoint_url())
+        if key not in _CAP_WARNED:
+            if len(_CAP_WARNED) < 1024:  # names follow configured judges; keep it bounded
+                _CAP_WARNED.add(key)
+            log.warning("%s at %s: %s", self.name, host_of(self.endpoint_url()), note)
+        return replace(completion, notes=(*completion.notes, note))
 
     @abstractmethod
     async def _create(

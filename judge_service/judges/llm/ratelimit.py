@@ -16,19 +16,26 @@ With Redis configured (`set_shared_backend`, called by ``serve`` and
 pauses in Redis instead, one atomic script per check-and-take, so any number of
 API replicas and workers together respect one provider quota. If Redis stops
 answering, each process falls back to its own buckets until it is back.
+
+A limiter may also cap the requests in flight (``concurrency`` in
+JUDGE_LLM_RATE_LIMITS), so a server with one decoding slot is sent one request
+at a time instead of a queue it serves while callers' deadlines run out. That
+cap is per process: replicas each hold their own count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import hashlib
 import logging
 import math
 import re
+import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -44,6 +51,10 @@ PAUSE_STATUSES = frozenset({429, 503, 529})
 
 class RateLimitedError(ProviderError):
     """The provider's rate limit leaves no room before the rollout's deadline."""
+
+
+class SlotTimeoutError(ProviderError):
+    """Every request slot of the provider stayed busy until the rollout's deadline."""
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -112,6 +123,65 @@ class SharedBuckets(Protocol):
     async def pause(self, name: str, seconds: float) -> None: ...
 
 
+class Slots:
+    """At most `size` holders at once, first come first served; the rest wait.
+
+    Process-local by design (a request in flight is this process's to count). Not an
+    asyncio.Semaphore: a limiter is shared by judges on different event loops, so each
+    waiter is woken on its own loop, and the count is guarded by a thread lock.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.busy = 0
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._lock = threading.Lock()
+
+    async def acquire(self, timeout: float) -> bool:
+        """Take a slot; False when none came free within `timeout` seconds."""
+        with self._lock:
+            if self.busy < self.size and not self._waiters:
+                self.busy += 1
+                return True
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, waiter))
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await asyncio.shield(waiter)
+            return True
+        except BaseException as exc:
+            with self._lock:
+                try:
+                    self._waiters.remove((loop, waiter))
+                    granted = False
+                except ValueError:  # a release already handed this waiter the slot
+                    granted = waiter.done() and not waiter.cancelled()
+                waiter.cancel()  # a grant still on its way passes the slot on (_grant)
+            if granted:
+                self.release()
+            if isinstance(exc, TimeoutError):
+                return False
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                loop, waiter = self._waiters.popleft()
+                try:
+                    loop.call_soon_threadsafe(self._grant, waiter)
+                    return  # the slot passes to that waiter: `busy` is unchanged
+                except RuntimeError:  # its loop is closed
+                    continue
+            self.busy -= 1
+
+    def _grant(self, waiter: asyncio.Future[None]) -> None:
+        if waiter.done():  # it gave up meanwhile: the next one gets the slot
+            self.release()
+        else:
+            waiter.set_result(None)
+
+
 class RateLimiter:
     def __init__(
         self,
@@ -121,6 +191,7 @@ class RateLimiter:
         *,
         shared: SharedBuckets | None = None,
         name: str = "",
+        concurrency: int | None = None,
     ) -> None:
         self._clock = clock
         now = clock()
@@ -131,6 +202,24 @@ class RateLimiter:
         self.name = name
         self._background: set[asyncio.Task[None]] = set()
         self._warned = False
+        self.slots = Slots(concurrency) if concurrency else None
+
+    @contextlib.asynccontextmanager
+    async def slot(self, deadline: float | None, who: str = "the provider") -> AsyncIterator[None]:
+        """Hold one of the `concurrency` request slots for the body; without a cap, no-op."""
+        if self.slots is None:
+            yield
+            return
+        wait = float("inf") if deadline is None else deadline - self._clock()
+        if not await self.slots.acquire(min(wait, 86_400.0)):
+            raise SlotTimeoutError(
+                f"no request slot for {who} came free before this rollout's deadline "
+                f"(JUDGE_LLM_RATE_LIMITS concurrency {self.slots.size}, all in flight)"
+            )
+        try:
+            yield
+        finally:
+            self.slots.release()
 
     def pause(self, seconds: float) -> None:
         self.resume_at = max(self.resume_at, self._clock() + seconds)
@@ -240,7 +329,9 @@ class RateLimiter:
 
 
 # One limiter per provider, model and endpoint in this process, shared by every Engine.
-_SHARED: OrderedDict[tuple[str, str, float | None, float | None], RateLimiter] = OrderedDict()
+_SHARED: OrderedDict[tuple[str, str, float | None, float | None, int | None], RateLimiter] = (
+    OrderedDict()
+)
 _MAX_SHARED = 256
 _BACKEND: SharedBuckets | None = None
 
@@ -252,17 +343,26 @@ def set_shared_backend(backend: SharedBuckets | None) -> None:
     _SHARED.clear()  # limiters built from here on pick the new backend
 
 
-def shared_limiter(quota: str, base_url: str, rpm: float | None, tpm: float | None) -> RateLimiter:
+def shared_limiter(
+    quota: str,
+    base_url: str,
+    rpm: float | None,
+    tpm: float | None,
+    concurrency: int | None = None,
+) -> RateLimiter:
     """The limiter of one quota (a key of JUDGE_LLM_RATE_LIMITS, or a judge spec without
-    one) at one endpoint, shared by every judge it applies to."""
-    key = (quota, base_url, rpm, tpm)
+    one) at one endpoint, shared by every judge it applies to: its buckets and, when
+    `concurrency` is set, its request slots."""
+    key = (quota, base_url, rpm, tpm, concurrency)
     limiter = _SHARED.get(key)
     if limiter is None:
         # Only a limiter with a quota goes to Redis: without one there is nothing to share
         # but pauses, not worth a round trip per request.
         shared = _BACKEND if (rpm or tpm) else None
         endpoint = hashlib.sha256(base_url.encode()).hexdigest()[:12]
-        limiter = RateLimiter(rpm, tpm, shared=shared, name=f"{quota}:{endpoint}")
+        limiter = RateLimiter(
+            rpm, tpm, shared=shared, name=f"{quota}:{endpoint}", concurrency=concurrency
+        )
         _SHARED[key] = limiter
         while len(_SHARED) > _MAX_SHARED:  # keys follow configured judges: keep it bounded
             _SHARED.popitem(last=False)

@@ -35,21 +35,22 @@ class Transcript:
         )
 
     def assistant(self, turn: int, completion: Completion) -> None:
-        self.entries.append(
-            {
-                "type": "assistant",
-                "turn": turn,
-                "text": completion.turn.text,
-                "tool_calls": [_call(c) for c in completion.turn.tool_calls],
-                "stop_reason": completion.stop_reason,
-                "usage": {
-                    "input_tokens": completion.usage.input_tokens,
-                    "cache_write_tokens": completion.usage.cache_write_tokens,
-                    "cache_read_tokens": completion.usage.cache_read_tokens,
-                    "output_tokens": completion.usage.output_tokens,
-                },
-            }
-        )
+        entry: dict[str, Any] = {
+            "type": "assistant",
+            "turn": turn,
+            "text": completion.turn.text,
+            "tool_calls": [_call(c) for c in completion.turn.tool_calls],
+            "stop_reason": completion.stop_reason,
+            "usage": {
+                "input_tokens": completion.usage.input_tokens,
+                "cache_write_tokens": completion.usage.cache_write_tokens,
+                "cache_read_tokens": completion.usage.cache_read_tokens,
+                "output_tokens": completion.usage.output_tokens,
+            },
+        }
+        if completion.notes:  # e.g. the server generated past the output cap it was sent
+            entry["notes"] = list(completion.notes)
+        self.entries.append(entry)
 
     def tool(self, turn: int, call: ToolCall, output: ToolOutput, elapsed_ms: int) -> None:
         self.entries.append(
