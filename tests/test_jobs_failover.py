@@ -158,13 +158,15 @@ def test_a_live_workers_slow_session_is_never_taken_over(
     provider: FakeProviderServer, bpe: LoadedTokenizer, bpe_dir: Path, tmp_path: Path
 ) -> None:
     # The slow session lasts 10 × dead_after: it is still running when the victim's rollouts
-    # are taken over (the slow worker, busy, takes none of them).
-    dead_after, slow_s = 2.0, 20.0
+    # are taken over (the slow worker, busy, takes none of them). dead_after is 4 s, not
+    # less: on 2 loaded cores a live victim's heartbeat was seen late at 2 s, and the
+    # taker took one of its rollouts before the kill.
+    dead_after, slow_s = 4.0, 40.0
     victims = ["victim-0", "victim-1"]
     rollouts = add_sessions(provider, bpe, bpe_dir, ["slow-0", *victims])
     _held_first(provider, "slow-0", slow_s)
     for key in victims:
-        _held_first(provider, key, 30.0)  # the victim dies long before these end
+        _held_first(provider, key, 60.0)  # the victim dies long before these end
     port = free_port()
     with shared_redis() as (url, prefix):
         serving = worker_settings(
