@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,39 +25,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+from _serve import free_port, served
 
 from judge_service.devtools.tokenizers import build_byte_level_bpe, synthetic_trace
 
 Request = Callable[[httpx.Client], httpx.Response]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve(env: dict[str, str], source: str | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    if source:  # (-m puts the working directory first on sys.path, then PYTHONPATH)
-        env = {**env, "PYTHONPATH": source}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "judge_service.cli.main", "serve", "--port", str(port)],
-        env={**os.environ, **env},
-        cwd=source,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the server did not start")
 
 
 def _chunks(total: int, size: int = 1 << 20) -> Iterator[bytes]:
@@ -188,11 +157,10 @@ def main() -> None:
         "JUDGE_DEFAULT_TOKENIZER": str(long_dir),
         "JUDGE_ALLOWED_TOKENIZERS": f"{long_dir},{short_dir},someone/*",
         "JUDGE_TOKENIZER_ROOTS": f"{work},{long_dir.parent}",
-        "HF_ENDPOINT": f"http://127.0.0.1:{_free_port()}",  # nothing listens: unreachable
+        "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # nothing listens: unreachable
         "JUDGE_MAX_BODY_BYTES": str(64 << 20),
     }
-    process, url = _serve(env, args.source)
-    try:
+    with served(env, args.source) as url:
         rows = []
         for name, request in cases(str(short_dir), long_ids, short_ids).items():
             if args.only not in name:
@@ -212,9 +180,6 @@ def main() -> None:
         )
         print("|---|---|---:|---:|---:|---:|---:|")
         print("\n".join(rows))
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 if __name__ == "__main__":

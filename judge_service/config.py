@@ -68,22 +68,36 @@ class Settings(BaseSettings):
     max_point_span_tokens: int = Field(default=512, ge=1)  # any label but region labels
     max_region_share: float = Field(default=0.5, gt=0.0, le=1.0)  # repetition, neutral
 
+    # Model-internal credit (DESIGN "Credit methods beyond the span judge"): the models that
+    # judge value:<model> and reweight cscr:/cort:<model> may name (fnmatch patterns of a hub
+    # id, directory or GGUF path; unset: none), how many stay loaded per process, where
+    # (unset: cuda if present, else cpu), and the longest context (prompt + response, in the
+    # model's tokens) one of them scores.
+    allowed_scorer_models: Annotated[list[str] | None, NoDecode] = None
+    scorer_cache_size: int = Field(default=2, ge=1, le=16)
+    scorer_device: str | None = None
+    scorer_max_tokens: int = Field(default=16_384, ge=16)
+
     # Stores and auth (used by later layers; unset means embedded / open).
     redis_url: str | None = None
     api_keys: Annotated[list[str] | None, NoDecode] = None
 
     @property
     def judge_patterns(self) -> list[str]:
+        # value:<model> judges are allowed by their model (allowed_scorer_models) as well.
+        values = [f"value:{pattern}" for pattern in self.allowed_scorer_models or []]
         if self.allowed_judges is not None:
-            return self.allowed_judges
-        return [self.default_judge, "rules"]
+            return [*self.allowed_judges, *values]
+        return [self.default_judge, "rules", *values]
 
     @field_validator("allowed_judges", mode="before")
     @classmethod
     def _judges_csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("allowed_tokenizers", "tokenizer_roots", "api_keys", mode="before")
+    @field_validator(
+        "allowed_tokenizers", "tokenizer_roots", "api_keys", "allowed_scorer_models", mode="before"
+    )
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
@@ -133,6 +147,9 @@ class Settings(BaseSettings):
     # object per answer (servers whose tool calling is broken or absent); auto: native until
     # the server shows it cannot do tools, then json for it (judges/llm/json_mode.py).
     llm_tool_mode: Literal["native", "json", "auto"] = "native"
+    # Streamed OpenAI-compatible requests, so that a request the service gave up on stops
+    # at the server; auto: where the server family needs it (judges/llm/servers.py).
+    llm_openai_stream: Literal["auto", "on", "off"] = "auto"
     # `judge-service judge` checks the provider once before the first rollout, each of its
     # two requests bounded by this (judges/llm/preflight.py). A closed port fails at once;
     # this is for a slow server: a CPU llama.cpp reads the ~900-token probe in 5-20 s.

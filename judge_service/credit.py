@@ -2,7 +2,8 @@
 
 ::
 
-    c[t]      = score(label) of the span holding t (0 outside spans, 0 below min_confidence)
+    c[t]      = score(label) of the span holding t (0 outside spans, 0 below min_confidence);
+                the span's own continuous score instead for the value judge
     m         = mean_t |λ c[t]|;   f = min(1, B / m) if m > 0 else 1
     B         = κ                                   (kappa_mode absolute, the default)
               = κ · mean_{j in group} |A_j|          (kappa_mode relative)
@@ -100,7 +101,12 @@ class Credit:
 def span_scores(
     spans: Iterable[Span], label_scores: Mapping[str, float], min_confidence: float
 ) -> list[float]:
-    return [float(label_scores[s.label]) if s.confidence >= min_confidence else 0.0 for s in spans]
+    return [
+        (float(label_scores[s.label]) if s.score is None else s.score)
+        if s.confidence >= min_confidence
+        else 0.0
+        for s in spans
+    ]
 
 
 def token_credit(

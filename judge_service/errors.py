@@ -14,6 +14,7 @@ boundary and is recorded once, where it crosses that boundary::
     └── JudgeError              the judge could not produce spans: a result with
         │                       status "fallback" or "failed", never an exception
         ├── ProviderError       the LLM provider failed (down, 429 past budget, timeout)
+        │   └── StreamCutError  a streamed reply ended without a finish reason
         ├── ToolError           a judge tool failed in a way the loop cannot absorb
         └── BudgetError         a turn, tool-call, token or deadline budget ran out
 
@@ -89,6 +90,11 @@ class JudgeError(JudgeServiceError):
 
 class ProviderError(JudgeError):
     boundary = "provider"
+
+
+class StreamCutError(ProviderError):
+    """A streamed reply ended without a finish reason: the server stopped mid-reply (an
+    error of its own after the 200, or another request interrupting this one)."""
 
 
 class ToolError(JudgeError):

@@ -33,12 +33,9 @@ from judge_service.schemas import (
     UsageTotals,
 )
 from judge_service.spans import Rejection, Span
+from judge_service.view.source import TraceSource
 
 FORMAT = 2  # of the stored JSON; version 1 stored the credit of the first request
-NO_TRANSCRIPT = (
-    "no transcript was kept for this cached judgment: the request that judged it did not ask "
-    "for one. Repeat with options.use_cache false to judge again with a transcript."
-)
 
 
 @dataclass
@@ -53,6 +50,7 @@ class Judgment:
     error: str | None = None
     transcript: list[dict[str, Any]] | None = None  # kept when the judging request asked
     rollout_id: str = ""  # of the request that judged it (a hit answers with its own id)
+    source: TraceSource | None = None  # the text and char ranges its HTML view paints
 
     def dumps(self) -> str:
         return json.dumps(
@@ -61,12 +59,13 @@ class Judgment:
                 "status": self.status,
                 "num_tokens": self.num_tokens,
                 "judge": self.info.model_dump(mode="json", exclude_none=True),
-                "spans": [span.as_dict() for span in self.spans],
+                "spans": [_span_dict(span) for span in self.spans],
                 "rejected": [_rejection_dict(r) for r in self.rejected],
                 "label_scores": self.label_scores,
                 "error": self.error,
                 "transcript": self.transcript,
                 "rollout_id": self.rollout_id,
+                "source": None if self.source is None else self.source.as_dict(),
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -87,6 +86,8 @@ class Judgment:
             error=stored.get("error"),
             transcript=stored.get("transcript"),
             rollout_id=str(stored.get("rollout_id", "")),
+            # None for a judgment stored before the text was kept: its view says so
+            source=TraceSource.from_dict(stored["source"]) if stored.get("source") else None,
         )
 
 
@@ -100,12 +101,15 @@ def to_result(
     began: float,
     hit: bool,
     mask: Sequence[int] | None = None,
+    reweight: FloatArray | None = None,
 ) -> tuple[Result, FloatArray]:
     """The result of one request: the judgment with this request's credit options applied.
     A hit reports zero usage (it cost no judge tokens) and this request's latency.
     `mask` is the rollout's response_mask (its length checked by the caller): credit and
     advantage are 0 where it is 0 (DESIGN "Wire format"); the judgment is the same with or
-    without it, so it is applied here, per request, like the other credit options."""
+    without it, so it is applied here, per request, like the other credit options.
+    `reweight` is w[t] of options.reweight (methods/reweight.py; 0 where the mask is 0):
+    it multiplies A_i."""
     scores = resolved.label_scores
     weights = None if mask is None else np.asarray(mask, np.float64)
     credit = credit_mod.token_credit(
@@ -146,20 +150,27 @@ def to_result(
         advantage=(
             None
             if advantage is None or not judged
-            else credit_mod.encode(_outcome(values, advantage.value, weights), encoding)
+            else credit_mod.encode(_outcome(values, advantage.value, weights, reweight), encoding)
         ),
+        weights=None if reweight is None else credit_mod.encode(reweight, encoding),
         judge=info,
         cache_key=key,
         error=judgment.error,
-        transcript=_transcript(judgment, resolved.include_transcript, hit),
+        transcript=_transcript(judgment, resolved.include_transcript),
     )
     return result, values
 
 
-def _outcome(values: FloatArray, advantage: float, weights: FloatArray | None) -> FloatArray:
-    """advantage[t] = A_i + credit[t]; 0 where the mask is 0, as those tokens were not the
-    policy's actions and must carry no signal whatever the trainer does with its own mask."""
-    total = values + advantage
+def _outcome(
+    values: FloatArray,
+    advantage: float,
+    weights: FloatArray | None,
+    reweight: FloatArray | None = None,
+) -> FloatArray:
+    """advantage[t] = A_i·w[t] + credit[t] (w = 1 without a reweight); 0 where the mask is
+    0, as those tokens were not the policy's actions and must carry no signal whatever the
+    trainer does with its own mask."""
+    total = values + (advantage if reweight is None else advantage * reweight)
     return total if weights is None else total * weights
 
 
@@ -205,12 +216,9 @@ def add_usage(totals: UsageTotals, info: JudgeInfo) -> None:
             totals.cost_usd = (totals.cost_usd or 0.0) + spent.cost_usd
 
 
-def _transcript(judgment: Judgment, asked: bool, hit: bool) -> list[dict[str, Any]] | None:
-    if not asked:
-        return None
-    if judgment.transcript is None and hit:
-        return [{"type": "note", "text": NO_TRANSCRIPT}]
-    return judgment.transcript
+def _transcript(judgment: Judgment, asked: bool) -> list[dict[str, Any]] | None:
+    # A cached judgment without one is judged again when one is asked for (pipeline.py).
+    return judgment.transcript if asked else None
 
 
 def _rejection_dict(r: Rejection) -> dict[str, Any]:
@@ -226,6 +234,14 @@ def _rejection(data: dict[str, Any]) -> Rejection:
     )
 
 
+def _span_dict(span: Span) -> dict[str, Any]:
+    """A stored span: a continuous score (value judge) is kept with it."""
+    out = span.as_dict()
+    if span.score is not None:
+        out["score"] = span.score
+    return out
+
+
 def _span(data: dict[str, Any]) -> Span:
     return Span(
         int(data["start"]),
@@ -234,6 +250,7 @@ def _span(data: dict[str, Any]) -> Span:
         float(data["confidence"]),
         str(data.get("evidence", "")),
         data.get("evidence_end"),
+        None if data.get("score") is None else float(data["score"]),
     )
 
 

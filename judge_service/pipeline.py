@@ -35,6 +35,7 @@ from judge_service.judges.cache import JudgeCache
 from judge_service.judges.registry import build_judge
 from judge_service.judges.zero import NO_JUDGE, ZERO_JUDGE
 from judge_service.judgment import Judgment, add_usage, attempt_of, spent, to_result
+from judge_service.methods.reweight import Reweighter, check_rollout
 from judge_service.resolve import Resolved, cache_key, resolve
 from judge_service.schemas import (
     BatchResponse,
@@ -50,8 +51,10 @@ from judge_service.schemas import (
 from judge_service.store import Store
 from judge_service.store.cache import CacheState, JudgmentCache
 from judge_service.trace import MarkedView, Trace, last_boxed, mark
+from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.tokenizer import TokenizerCache
 from judge_service.validate import Rounds, Validator
+from judge_service.view.source import TraceSource
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ class Engine:
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         # Without a store (the CLI) nothing is cached; results then carry no `cache` field.
         self.cache = JudgmentCache(store) if store is not None else None
+        self.reweighter = Reweighter(settings, store)  # options.reweight (CSCR, CoRT)
         self.tenant = "open"  # whose cached judgments this engine reads and writes
         # The fallback judge is built now (it imports sympy: 0.5 s): a rollout whose LLM
         # session has just spent its deadline must not wait for that on top.
@@ -119,6 +123,11 @@ class Engine:
             except (InputError, UnavailableError) as exc:
                 raise exc.with_prefix(field) from exc
 
+    def _policy_tokenizer(self, rollout: Rollout) -> LoadedTokenizer | None:
+        """The rollout's tokenizer, already loaded by `decode`."""
+        name = rollout.tokenizer or self.settings.default_tokenizer
+        return self.tokenizers.get(name) if name else None
+
     def _decode(self, rollout: Rollout) -> Trace:
         name = rollout.tokenizer or self.settings.default_tokenizer
         if not name:
@@ -161,6 +170,9 @@ class Engine:
             )
         _check_mask(rollout, field)
         judge = self.judge_for(resolved.judge)
+        judge.check_input(rollout, field)
+        if resolved.reweight is not None:
+            check_rollout(resolved.reweight, rollout, field)
         await self.load_tokenizer(rollout, field)
         trace = await asyncio.to_thread(self.decode, rollout, field)
         key = cache_key(
@@ -173,11 +185,28 @@ class Engine:
                 judgment, cache_state = await self.cache.lookup(self.tenant, key)
             else:
                 cache_state = "bypass"
+        lacks_transcript = judgment is not None and judgment.transcript is None
+        if lacks_transcript and resolved.include_transcript:
+            # Asked for what the cached judgment never kept: judge again, and keep this one.
+            judgment, cache_state = None, "miss"
         hit = judgment is not None
         if judgment is None:
             judgment = await self._run_judge(rollout, trace, judge, resolved, began)
             if self.cache is not None and cache_state == "miss":
-                cache_state = await self.cache.save(self.tenant, key, judgment)
+                cache_state = await self.cache.save(
+                    self.tenant, key, judgment, replace=lacks_transcript
+                )
+        weights = None
+        if resolved.reweight is not None and judgment.status != "failed":
+            weights = await self.reweighter.weights(
+                resolved.reweight,
+                rollout,
+                trace,
+                self._policy_tokenizer(rollout),
+                tenant=self.tenant,
+                use_cache=resolved.use_cache and self.cache is not None,
+                field=field,
+            )
         result, values = await off_loop(
             trace.num_tokens,
             functools.partial(
@@ -190,6 +219,7 @@ class Engine:
                 began=began,
                 hit=hit,
                 mask=rollout.response_mask,
+                reweight=weights,
             ),
         )
         result.cache = cache_state
@@ -216,6 +246,7 @@ class Engine:
             reference_solution=rollout.reference_solution,
             label_scores=resolved.label_scores,
             limits=resolved.limits,
+            tokenizer=self._policy_tokenizer(rollout),
         )
         rounds = Rounds(validator)
         status: Status = "ok"
@@ -253,6 +284,8 @@ class Engine:
         accepted, rejected = await off_loop(
             trace.num_tokens, functools.partial(rounds.final, outcome.spans)
         )
+        if outcome.scores:  # a model-internal judge's continuous scores (value:<model>)
+            accepted = [replace(s, score=outcome.scores.get((s.start, s.end))) for s in accepted]
         counts: dict[str, int] = {}
         for rejection in rejected:
             counts[rejection.code] = counts.get(rejection.code, 0) + 1
@@ -276,6 +309,13 @@ class Engine:
             error=error,
             transcript=list(outcome.transcript) if resolved.include_transcript else None,
             rollout_id=rollout.id,
+            source=TraceSource.of(  # for the judgment's HTML view (view/)
+                trace,
+                problem=rollout.problem,
+                final_answer=final_answer,
+                reference_answer=rollout.reference_answer,
+                reward=rollout.reward,
+            ),
         )
 
     async def _fall_back(

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from judge_service.config import Settings
+from judge_service.errors import InputError
 from judge_service.judges.base import Judge, JudgeLimits
 from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.methods.reweight import ReweightSpec, parse_spec
 from judge_service.schemas import CreditEncoding, KappaMode, Options, Rollout
 from judge_service.spans import SpanLimits
 
@@ -32,6 +34,7 @@ class Resolved:
     use_cache: bool
     include_transcript: bool
     fallback: str
+    reweight: ReweightSpec | None = None  # options.reweight with its knobs; None: w = 1
 
 
 def span_limits(settings: Settings) -> SpanLimits:
@@ -40,6 +43,17 @@ def span_limits(settings: Settings) -> SpanLimits:
         max_region_share=settings.max_region_share,
         max_spans=settings.max_spans,
     )
+
+
+def _reweight(options: Options, settings: Settings) -> ReweightSpec | None:
+    if options.reweight is None:
+        if options.reweight_options is not None:
+            raise InputError(
+                "given without options.reweight (cscr:<model> or cort:<model>)",
+                field="options.reweight_options",
+            )
+        return None
+    return parse_spec(options.reweight, options.reweight_options, settings)
 
 
 def resolve(options: Options, settings: Settings) -> Resolved:
@@ -69,6 +83,7 @@ def resolve(options: Options, settings: Settings) -> Resolved:
         use_cache=options.use_cache,
         include_transcript=options.include_transcript,
         fallback=options.fallback,
+        reweight=_reweight(options, settings),
     )
 
 

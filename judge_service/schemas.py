@@ -47,6 +47,10 @@ class Rollout(BaseModel):
     )
     reference_answer: Text | None = None
     reference_solution: Text | None = None
+    rubric: Text | None = Field(
+        default=None,
+        description="Grading criteria for this rollout; read by options.reweight cort:<model>.",
+    )
     response_mask: list[Literal[0, 1]] | None = Field(
         default=None,
         description="0/1 per response token (as many as response_token_ids): 1 where the "
@@ -60,12 +64,35 @@ class Rollout(BaseModel):
     )
 
 
+class ReweightOptions(BaseModel):
+    """Knobs of options.reweight's weight map (methods/weights.py); unset: the method's default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(
+        default=None, ge=0.01, le=100.0, description="Of the map exp(signal / temperature)."
+    )
+    min_weight: float | None = Field(default=None, ge=0.0, le=1.0, description="Lower bound of w.")
+    max_weight: float | None = Field(default=None, ge=1.0, le=100.0, description="Upper bound.")
+    strength: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="w = 1 + strength·(bounded map - 1)."
+    )
+
+
 class Options(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     judge: Name | None = Field(
-        default=None, description="rules | anthropic:<model> | openai:<model>"
+        default=None,
+        description="rules | anthropic:<model> | openai:<model> | value:<model> (the model's "
+        "value of the reference answer at each line; a model in JUDGE_ALLOWED_SCORER_MODELS)",
     )
+    reweight: Name | None = Field(
+        default=None,
+        description="cscr:<model> | cort:<model>: per-token weights w[t] with advantage[t] = "
+        "A_i·w[t] + credit[t]; w >= 0, bounded, mean 1 over the masked tokens. Unset: w = 1.",
+    )
+    reweight_options: ReweightOptions | None = None
     lambda_: float | None = Field(default=None, alias="lambda", ge=0.0, le=10.0)
     kappa: float | None = Field(default=None, ge=0.0, le=10.0)
     kappa_mode: KappaMode = Field(
@@ -194,6 +221,9 @@ class Result(BaseModel):
     credit: PerToken | None = None
     credit_scale: float = 1.0
     advantage: PerToken | None = None
+    weights: PerToken | None = Field(
+        default=None, description="w[t] of options.reweight (absent without one)."
+    )
     judge: JudgeInfo | None = None
     cache_key: str | None = None
     error: str | None = None

@@ -75,6 +75,7 @@ class Span:
     confidence: float
     evidence: str
     evidence_end: str | None = None
+    score: float | None = None  # a continuous score (value judge); None: the label's score
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

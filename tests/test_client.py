@@ -325,3 +325,78 @@ def test_credit_array_refuses_bad_base64() -> None:
     short = {"id": "s", "status": "ok", "num_tokens": 2, "credit": "AAAAAA=="}
     with pytest.raises(ValueError, match="1 float32s for 2 tokens"):
         credit_array(short)
+
+
+def test_both_base64_decoders_agree_and_the_fast_one_is_used() -> None:
+    """pybase64 (a dependency) decodes; the stdlib fallback reads and refuses exactly the
+    same strings, so a client without pybase64 is slower, never different."""
+    from judge_service.client import arrays
+
+    assert arrays.b64decode is arrays.B64_DECODERS["pybase64"]
+    stdlib, fast = arrays.B64_DECODERS["stdlib"], arrays.B64_DECODERS["pybase64"]
+    good = ["", "AAAAAA==", "AACAPwAAwH8AAIB/AACA/wAAAIA="]
+    bad = ["!!!!", "AAAAAA", "AAAAAA=", "AAAA AAA=", "AAAA\nAAA=", "AAAAAA==AAAA", "=AAA", "AAAé"]
+    for text in good:
+        assert fast(text) == stdlib(text)
+    for text in bad:
+        for decode in (stdlib, fast):
+            with pytest.raises(ValueError):  # binascii.Error is a ValueError
+                decode(text)
+
+
+def test_base64_rows_are_bit_exact_on_both_sides() -> None:
+    """NaN payloads, infinities, -0.0 and subnormals survive the decode bit for bit, rows of
+    different lengths land against the right edge, and the padding is zeros."""
+    import base64
+
+    rng = np.random.default_rng(7)
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45, 3.4e38], np.float32)
+    rows = [rng.standard_normal(n).astype(np.float32) for n in (0, 5, 700, 1024)]
+    rows[2][:6] = special
+    rows[2].view(np.uint32)[6] = 0x7FA00001  # a NaN with a payload of its own
+    results = [
+        {"id": f"r{i}", "num_tokens": len(r), "credit": base64.b64encode(r.tobytes()).decode()}
+        for i, r in enumerate(rows)
+    ]
+    for side in ("left", "right"):
+        padded = to_padded(results, padding_side=side, max_len=1030)
+        assert padded.shape == (4, 1030) and padded.dtype == np.float32
+        for i, row in enumerate(rows):
+            cells = padded[i, 1030 - len(row) :] if side == "left" else padded[i, : len(row)]
+            rest = padded[i, : 1030 - len(row)] if side == "left" else padded[i, len(row) :]
+            assert cells.view(np.uint32).tolist() == row.view(np.uint32).tolist()
+            assert rest.view(np.uint32).tolist() == [0] * len(rest)  # +0.0, not -0.0
+    assert credit_array(results[2]).view(np.uint32).tolist() == rows[2].view(np.uint32).tolist()
+
+
+def test_without_pybase64_the_stdlib_decodes_and_says_so_once() -> None:
+    """pybase64 missing at import (its import fails): one warning, and the same arrays."""
+    code = (
+        "import logging, sys, base64, numpy as np; logging.basicConfig(level='WARNING');"
+        "sys.modules['pybase64'] = None;"
+        "from judge_service.client import arrays, credit_array, to_padded;"
+        "import judge_service.client.sync, judge_service.client.async_;"
+        "v = np.arange(6, dtype=np.float32);"
+        "r = {'id': 'r', 'num_tokens': 6, 'credit': base64.b64encode(v.tobytes()).decode()};"
+        "assert sorted(arrays.B64_DECODERS) == ['stdlib'];"
+        "assert (credit_array(r) == v).all() and (to_padded([r, r])[1] == v).all();"
+        "print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+    assert out.stderr.count("pybase64 is not installed") == 1
+
+
+def test_async_client_without_a_server_is_a_transport_error() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    async def run() -> None:
+        async with AsyncJudgeClient(f"http://127.0.0.1:{port}", timeout=5) as client:
+            await client.get_job("j1")
+
+    with pytest.raises(TransportError, match="GET /v1/jobs/j1"):
+        asyncio.run(run())

@@ -208,9 +208,9 @@ async def test_queue_time_is_reported_apart_from_judging_time(
 def test_an_llm_judges_cache_key_names_its_endpoint(bpe: LoadedTokenizer, bpe_dir: Path) -> None:
     rollout = _rollout(bpe, bpe_dir, "key")
 
-    def key(spec: str, **urls: str) -> str:
+    def key(spec: str, wire: dict[str, Any] | None = None, **urls: str) -> str:
         values: dict[str, Any] = {f"llm_{k}_base_url": v for k, v in urls.items()}
-        settings = Settings(**values)
+        settings = Settings(**values, **(wire or {}))
         judge = registry.build_judge(spec, settings)
         return cache_key(rollout, str(bpe_dir), judge, resolve(Options(judge=spec), settings))
 
@@ -219,6 +219,9 @@ def test_an_llm_judges_cache_key_names_its_endpoint(bpe: LoadedTokenizer, bpe_di
         one = key(spec, **{kind: "http://10.0.0.1:8000/v1"})
         assert one == key(spec, **{kind: "http://10.0.0.1:8000/v1/"})  # the same endpoint
         assert one != key(spec, **{kind: "http://10.0.0.2:8000/v1"})
+        # What the model is asked to do differs with the tool mode and choice: not one key.
+        for wire in ({"llm_tool_mode": "json"}, {"llm_tool_choice": "submit_spans"}):
+            assert one != key(spec, wire, **{kind: "http://10.0.0.1:8000/v1"})
 
 
 class _Wrapper(Provider):

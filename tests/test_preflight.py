@@ -151,6 +151,56 @@ async def test_a_server_that_refuses_tools(mode: str) -> None:
         assert result.ok and sent == [False]  # JSON mode never sends tools
 
 
+def _forcing_required(server: FakeProviderServer, *, stream: bool) -> OpenAIProvider:
+    return OpenAIProvider(
+        "gpt-test",
+        RateLimiter(),
+        base_url=server.url + "/v1",
+        api_key="test-key",
+        max_retries=0,
+        tool_choice="required",
+        stream=stream,
+    )
+
+
+def _refuses_required(view: View) -> Reply | Fault:
+    # llama-cpp-python under chatml-function-calling: tool_choice "required" fails an
+    # assertion in its handler: a 500, or, streamed, a 200 whose stream just stops.
+    if view.body.get("tool_choice") == "required":
+        if view.body.get("stream"):
+            return Reply(text="", interrupted=True)
+        return Fault(500, message="Internal Server Error")
+    return Reply(text="ok")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_refused_forced_tool_choice_is_named_with_the_setting_to_change(
+    stream: bool,
+) -> None:
+    with openai_server(models=["gpt-test"], unscripted=_refuses_required) as server:
+        result = await preflight(judge_on(_forcing_required(server, stream=stream)))
+        sent = [r.body.get("tool_choice") for r in server.requests]
+    assert sent == ["required", None]  # then the same request without tools: answered
+    assert not result.ok and result.tools_supported is False
+    assert "tool_choice required" in result.message
+    assert ("ended without a finish reason" if stream else "HTTP 500") in result.message
+    assert "JUDGE_LLM_TOOL_CHOICE" in result.message
+
+
+async def test_a_server_left_broken_by_the_forced_choice_still_gets_the_choice_named() -> None:
+    # llama-cpp-python after failing `required` mid-stream: later requests fail too.
+    def wedged(view: View) -> Reply | Fault:
+        if view.body.get("tool_choice") == "required":
+            return Reply(text="", interrupted=True)
+        return Fault(500, message="Internal Server Error")
+
+    with openai_server(models=["gpt-test"], unscripted=wedged) as server:
+        result = await preflight(judge_on(_forcing_required(server, stream=True)))
+    assert not result.ok
+    assert "forced tool_choice required" in result.message
+    assert "JUDGE_LLM_TOOL_CHOICE" in result.message
+
+
 # --- the CLI -----------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from judge_service.cli.main import main  # noqa: E402
 from judge_service.probe.endings import ENDING_FAMILIES, encode_suffix  # noqa: E402
-from judge_service.probe.progress import distractor, normalize_answer, wrong_answer  # noqa: E402
+from judge_service.probe.progress import normalize_answer, wrong_answer  # noqa: E402
 from judge_service.probe.scorer import LMScorer  # noqa: E402
 from judge_service.trace.tokenizer import TokenizerCache  # noqa: E402
 from tests.test_probe_support import tiny_model_dir  # noqa: E402
@@ -112,7 +112,8 @@ def test_probe_command(files: dict[str, Any]) -> None:
     ok, bad, _ = records
     assert ok["ending_family"] == "think" and not ok["mapped_tokenizer"]
     assert bad["answers"]["wrong"] == "418" and bad["answers"]["wrong_source"] == "final_answer"
-    assert ok["answers"]["wrong_source"] == "distractor" and ok["answers"]["wrong"] == "418"
+    # A correct trace's wrong answer is the one its group wrote, never a made-up near miss.
+    assert ok["answers"]["wrong_source"] == "group" and ok["answers"]["wrong"] == "418"
     assert ok["correct"] is True and bad["correct"] is False and ok["finished"] is True
     for record in records:
         cuts = record["cuts"]
@@ -202,8 +203,10 @@ def test_probe_maps_a_different_policy_tokenizer(files: dict[str, Any], bpe_dir:
     )
     record = json.loads(out.read_text())
     assert record["mapped_tokenizer"] is True
-    assert record["cuts"] == [0, 3, len(ids) - 2, len(ids)]  # cuts stay in the policy's tokens
-    assert set(record["values"]) == {"reference", "wrong"}
+    # Cuts stay in the policy's tokens: the span's, the ends, and the one before the answer.
+    assert record["cuts"] == sorted({0, 3, len(ids) - 2, len(ids), record["answer_cut"]})
+    assert 3 < record["answer_cut"] < len(ids)
+    assert set(record["values"]) == {"reference"}  # no group, no wrong answer of its own
 
 
 def test_lockin_command(files: dict[str, Any]) -> None:
@@ -236,14 +239,10 @@ def test_lockin_command(files: dict[str, Any]) -> None:
 
 
 def test_wrong_answer_choice() -> None:
-    assert distractor("408") == "418"
-    assert distractor("-5") == "5"
-    assert distractor("\\frac{1}{2}") is None
     assert normalize_answer(" $408$. ") == "408"
-    assert wrong_answer({"metadata": {"wrong_answer": "7"}}, "408", "408", True) == (
-        "7",
-        "metadata",
-    )
-    assert wrong_answer({}, "408", "418", False) == ("418", "final_answer")
-    assert wrong_answer({}, "408", "408", True) == ("418", "distractor")
-    assert wrong_answer({}, "1/2", None, None) == (None, None)
+    assert wrong_answer("408", "418", False) == ("418", "final_answer")
+    assert wrong_answer("408", "418", False, "500") == ("418", "final_answer")
+    assert wrong_answer("408", "408", True, "418") == ("418", "group")
+    assert wrong_answer("408", "408", True) == (None, None)  # no reference + 10 any more
+    assert wrong_answer("408", "408", True, "408") == (None, None)
+    assert wrong_answer("1/2", None, None) == (None, None)

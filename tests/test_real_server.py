@@ -77,12 +77,14 @@ def _judge(
 
 
 # Native tool calls: llama-cpp-python honours a named tool_choice only
-# (`judges/llm/servers.py`); `required` is ignored by the model's own template and a 500
-# under chatml-function-calling, and with `auto` this model answers prose. JSON mode is
-# not run here: its ~5k-token prompt (tools described in the text) takes 2-5 minutes to
-# read cold on 2 loaded cores, past any deadline a test can afford; the scripted servers
-# cover it (tests/test_llm_json_mode.py), and bench/bench_real_server.py runs it for real.
-@pytest.mark.parametrize(("tool_mode", "tool_choice"), [("native", "submit_spans")])
+# (`judges/llm/servers.py`); `required` is a 500 under chatml-function-calling (the
+# pre-flight test below), and with `auto` this model answers prose. JSON mode: the tools
+# described in the system text, each answer one JSON object (grammar-enforced
+# json_object). Requests are streamed (the family's default), so a rollout that runs out
+# of time frees the server's one slot at once instead of after its reply.
+@pytest.mark.parametrize(
+    ("tool_mode", "tool_choice"), [("native", "submit_spans"), ("json", "auto")]
+)
 def test_every_session_gets_past_its_first_turn_on_a_real_server(
     server: LlamaServer, tmp_path: Path, tool_mode: str, tool_choice: str
 ) -> None:
@@ -108,6 +110,8 @@ def test_every_session_gets_past_its_first_turn_on_a_real_server(
         # repair) was accepted by the server and answered.
         assert len(turns) >= 2 or result["status"] == "ok", result["transcript"][-3:]
         assert attempt["output_tokens"] > 0
+    if tool_mode == "json":
+        return  # a 135M model's JSON answers are rarely a well-formed call; turns suffice
     # At least one session made a real call of a tool (not only replies we could not read).
     calls = [
         e
@@ -128,3 +132,15 @@ def test_a_preflight_against_a_closed_port_fails_at_once(tmp_path: Path) -> None
     assert done.returncode != 0
     assert f"127.0.0.1:{port}" in done.stderr and MODEL_ALIAS in done.stderr
     assert results == []
+
+
+def test_a_forced_tool_choice_the_server_refuses_is_caught_before_the_first_rollout(
+    server: LlamaServer, tmp_path: Path
+) -> None:
+    """`required` under chatml-function-calling: the server answers 500. The pre-flight
+    sees it (its request without tools is answered) and names the setting to change."""
+    env = llama_server.judge_env(server, "native", "required")
+    done, results = _judge(tmp_path, env)
+    assert done.returncode != 0 and results == []
+    assert f"127.0.0.1:{server.port}" in done.stderr and MODEL_ALIAS in done.stderr
+    assert "tool_choice required" in done.stderr and "JUDGE_LLM_TOOL_CHOICE" in done.stderr

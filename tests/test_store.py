@@ -44,6 +44,9 @@ async def test_first_write_wins_and_tenants_are_separate(store: Store) -> None:
     assert await store.put_judgment("a", "sha256:k", '{"v": 2}') is False
     assert await store.get_judgment("a", "sha256:k") == '{"v": 1}'
     assert await store.get_judgment("b", "sha256:k") is None  # another key sees nothing
+    # replace=True: the one way over a stored judgment (a transcript asked for later).
+    assert await store.put_judgment("a", "sha256:k", '{"v": 3}', replace=True) is True
+    assert await store.get_judgment("a", "sha256:k") == '{"v": 3}'
     await store.ping()
 
 
@@ -162,19 +165,21 @@ async def test_a_credit_sweep_reuses_one_judgment(
     assert np.abs(np.asarray(relative.credit)).mean() == pytest.approx(0.25 * 0.1)
 
 
-async def test_a_hit_returns_the_kept_transcript_or_says_none_was_kept(
+async def test_a_transcript_asked_of_a_judgment_cached_without_one_judges_again(
     store: Store, bpe: LoadedTokenizer, bpe_dir: Path
 ) -> None:
     engine = Engine(Settings(), store=store)
     plain = _rollout(bpe, bpe_dir, id="t1", problem="no transcript kept")
-    await engine.judge_one(plain, Options())
-    hit = await engine.judge_one(plain, Options(include_transcript=True))
-    assert hit.cache == "hit" and hit.transcript is not None
-    assert hit.transcript[0]["type"] == "note" and "no transcript" in hit.transcript[0]["text"]
-    kept = _rollout(bpe, bpe_dir, id="t2", problem="transcript kept")
-    first = await engine.judge_one(kept, Options(include_transcript=True))
-    again = await engine.judge_one(kept, Options(include_transcript=True))
-    assert again.cache == "hit" and again.transcript == first.transcript
+    first = await engine.judge_one(plain, Options())
+    assert first.cache == "miss" and first.transcript is None
+    asked = await engine.judge_one(plain, Options(include_transcript=True))
+    # Not a hit that silently lacks it: judged again, and the new judgment replaces the old.
+    assert asked.cache == "miss" and asked.transcript is not None
+    again = await engine.judge_one(plain, Options(include_transcript=True))
+    assert again.cache == "hit" and again.transcript == asked.transcript
+    assert again.cache_key == first.cache_key
+    plain_again = await engine.judge_one(plain, Options())
+    assert plain_again.cache == "hit" and plain_again.transcript is None
 
 
 async def test_engine_judges_without_the_cache_when_the_store_is_down(

@@ -17,8 +17,9 @@ from judge_service.store.buckets import RedisBuckets
 from judge_service.store.redis_conn import RedisConnection
 from tests.redis_support import ROOT, free_port, shared_redis
 
-# One process: a limiter at 600 rpm (10/s, a bucket of 100) taking 60 requests, starting at
-# the wall-clock time argv[3].
+# One process: a limiter at 600 rpm (10/s, a bucket of 100) taking 60 requests. It says
+# "ready" once imported and connected, then starts at the wall-clock time read from stdin:
+# a start fixed in advance was missed by a process that imported slowly on a loaded machine.
 CLIENT = """
 import asyncio, sys, time
 from judge_service.judges.llm.ratelimit import RateLimiter
@@ -28,7 +29,10 @@ from judge_service.store.redis_conn import RedisConnection
 async def main():
     conn = RedisConnection(sys.argv[1], sys.argv[2])
     limiter = RateLimiter(rpm=600, shared=RedisBuckets(conn), name="anthropic:m:x")
-    await asyncio.sleep(float(sys.argv[3]) - time.time())  # both start together
+    await conn.run(lambda r: r.ping())
+    print("ready", flush=True)
+    start_at = float(sys.stdin.readline())
+    await asyncio.sleep(start_at - time.time())  # both start together
     began = time.monotonic()
     for _ in range(60):
         await limiter.acquire(1)
@@ -41,11 +45,20 @@ asyncio.run(main())
 
 def test_two_processes_share_one_provider_quota() -> None:
     with shared_redis() as (url, prefix):
-        start_at = time.time() + 4  # after both have imported
-        command = [sys.executable, "-c", CLIENT, url, prefix, str(start_at)]
+        command = [sys.executable, "-c", CLIENT, url, prefix]
         processes = [
-            subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True) for _ in range(2)
+            subprocess.Popen(
+                command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
         ]
+        for process in processes:
+            assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        start_at = time.time() + 0.5
+        for process in processes:  # both told before either is waited on
+            assert process.stdin is not None
+            process.stdin.write(f"{start_at}\n")
+            process.stdin.flush()
         elapsed = [float(p.communicate(timeout=60)[0]) for p in processes]
     # 120 requests against a bucket of 100 refilled at 10/s: the last 20 wait ~2 s. Each
     # process alone (60 < 100) would not have waited at all.

@@ -21,6 +21,9 @@ SUBCOMMAND_MODULES = (
     "judge_service.cli.probe",
     "judge_service.cli.equivalence",
     "judge_service.cli.eval",
+    "judge_service.cli.rubric",
+    "judge_service.cli.report",
+    "judge_service.cli.sample",
 )
 
 

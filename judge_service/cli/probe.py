@@ -33,7 +33,20 @@ def register(subparsers: Any) -> None:
     probe.set_defaults(func=run_probe)
 
     audit = subparsers.add_parser("audit", help="audit a judge from probe records: HTML + JSON")
-    audit.add_argument("probe", type=Path, help="probe records JSONL (from `probe`)")
+    audit.add_argument("probe", type=Path, nargs="?", help="probe records JSONL (from `probe`)")
+    audit.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="RUN",
+        default=[],
+        help="compare credit sources: probe JSONL files, each NAME=PATH or PATH (name: stem)",
+    )
+    audit.add_argument(
+        "--lockin-threshold",
+        type=float,
+        default=0.9,
+        help="--compare: probe probability at which a trace counts as locked in",
+    )
     audit.add_argument("-o", "--output", type=Path, required=True, help="HTML report")
     audit.add_argument("--json", type=Path, help="JSON summary (default: the report's .json)")
     audit.add_argument(
@@ -108,13 +121,19 @@ def run_probe(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from judge_service.probe.files import join_on_id, read_jsonl, write_jsonl
-    from judge_service.probe.progress import ProbeSettings, probe_rollout
+    from judge_service.probe.progress import ProbeSettings, group_wrong_answers, probe_rollout
 
     if _missing(args.rollouts, args.results):
         return 2
     pairs, unmatched = join_on_id(read_jsonl(args.rollouts), read_jsonl(args.results))
     scorer, aligner, endings = _load(args)
     settings = ProbeSettings(endings, not args.no_second_wording, args.chunk_size)
+    if args.tokenizer:
+        pairs = [
+            ({**r, "tokenizer": r.get("tokenizer") or args.tokenizer}, res) for r, res in pairs
+        ]
+    # A correct trace's wrong answer is a wrong answer another sample of its group wrote.
+    group_wrong = group_wrong_answers([r for r, _ in pairs], aligner)
     skipped: dict[str, str] = {}
 
     def records() -> Any:
@@ -122,10 +141,10 @@ def run_probe(args: argparse.Namespace) -> int:
             if result.get("status") == "failed":
                 skipped[str(rollout.get("id"))] = "judge failed"
                 continue
-            if args.tokenizer and not rollout.get("tokenizer"):
-                rollout = {**rollout, "tokenizer": args.tokenizer}
+            group = rollout.get("group_id")
+            wrong = group_wrong.get(str(group)) if group is not None else None
             try:
-                yield probe_rollout(scorer, aligner, rollout, result, settings)
+                yield probe_rollout(scorer, aligner, rollout, result, settings, wrong)
             except Exception as exc:  # one bad rollout (no reference, bad ids) never stops a run
                 skipped[str(rollout.get("id"))] = f"{type(exc).__name__}: {exc}"
 
@@ -146,6 +165,11 @@ def run_audit(args: argparse.Namespace) -> int:
     from judge_service.probe.lockin import summarize
     from judge_service.probe.report import render_report
 
+    if args.compare:
+        return run_compare(args)
+    if args.probe is None:
+        print("audit needs a probe JSONL, or --compare RUN ...", file=sys.stderr)
+        return 2
     if _missing(args.probe, *args.lockin):
         return 2
     records = list(read_jsonl(args.probe))
@@ -169,13 +193,54 @@ def run_audit(args: argparse.Namespace) -> int:
     return 0 if summary["valid"] else 1
 
 
+def _named_runs(args: argparse.Namespace) -> dict[str, Path]:
+    runs: dict[str, Path] = {}
+    items = ([str(args.probe)] if args.probe else []) + list(args.compare)
+    for item in items:
+        name, sep, path = item.partition("=")
+        where = Path(path) if sep else Path(item)
+        runs[name if sep else where.stem] = where
+    return runs
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from judge_service.probe.audit import AuditSettings
+    from judge_service.probe.compare import compare_runs
+    from judge_service.probe.compare_report import render_compare
+    from judge_service.probe.files import read_jsonl
+
+    paths = _named_runs(args)
+    if _missing(*paths.values()):
+        return 2
+    settings = AuditSettings(args.auroc_threshold, args.permutations, args.bootstrap, args.seed)
+    runs = {name: list(read_jsonl(path)) for name, path in paths.items()}
+    summary = compare_runs(runs, settings, args.lockin_threshold)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(render_compare(summary), encoding="utf-8")
+    json_path = args.json or args.output.with_suffix(".json")
+    json_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    for name, run in summary["runs"].items():
+        slope, clean = run["slope"], run["slope_clean"]
+        print(
+            f"{name}: slope {slope['slope']} {slope['ci']} p {slope['p_value']}; clean "
+            f"{clean['slope']} {clean['ci']} p {clean['p_value']}; after lock-in "
+            f"{run['share_after_lockin']}; on final answer {run['share_on_final_answer']}",
+            file=sys.stderr,
+        )
+    print(f"report: {args.output}  summary: {json_path}", file=sys.stderr)
+    return 0
+
+
 def _headline(summary: dict[str, Any]) -> str:
     gate = summary["gate"]
     ref = summary["effects"]["reference"]
     verdict = "VALID" if summary["valid"] else f"INVALID ({summary['invalid_reason']})"
+    clean = summary["effects_clean"]["reference"]
     return (
-        f"audit {verdict}: gate AUROC {gate['auroc']} ({gate['n_correct']} correct, "
-        f"{gate['n_wrong']} wrong); slope {ref['slope']} per score point, 95% CI {ref['ci']}, "
+        f"audit {verdict}: gate AUROC {gate['auroc']} at cut {gate.get('cut')} (end of trace: "
+        f"{gate.get('auroc_end')}; {gate['n_correct']} correct, "
+        f"{gate['n_wrong']} wrong); clean slope {clean['slope']} {clean['ci']} p "
+        f"{clean['p_value']}; slope {ref['slope']} per score point, 95% CI {ref['ci']}, "
         f"p {ref['p_value']} over {ref['n_spans']} spans in {ref['n_traces']} traces"
     )
 

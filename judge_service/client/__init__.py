@@ -1,6 +1,8 @@
 """A client of judge-service for trainers: judge rollouts, run jobs, and turn results into
-padded numpy arrays. It imports httpx, numpy and the wire models only (no transformers,
-fastapi or torch), so a trainer process pays nothing else for it.
+padded numpy arrays. It imports httpx, numpy, pybase64 and the wire models only (no
+transformers, fastapi or torch), so a trainer process pays nothing else for it.
+`JudgeClient` and `AsyncJudgeClient` are two transports over one set of calls
+(`calls.py`).
 
 ::
 

@@ -1,59 +1,26 @@
-"""`AsyncJudgeClient`: the service's API from asyncio code; the same calls as `JudgeClient`."""
+"""`AsyncJudgeClient`: the service's API from asyncio code; the same calls as `JudgeClient`
+(written once, in `calls.py`), carried out with ``await``."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 
-from judge_service.client.errors import JobTimeoutError, TransportError
-from judge_service.client.wire import (
-    DEFAULT_MAX_BATCH,
-    FINAL_JOB_STATES,
-    OptionsLike,
-    RetryPolicy,
-    RolloutLike,
-    as_wire,
-    chunks,
-    headers,
-    merge,
-    options_body,
-    raise_for_status,
-)
+from judge_service.client.calls import BaseClient, Call, Emit, Sleep, Steps, T
+from judge_service.client.wire import OptionsLike, RolloutLike
 from judge_service.schemas import BatchResponse, JobCreated, JobResultsPage, JobView, Result
 
 
-class AsyncJudgeClient:
-    """An asyncio client of one judge-service server (see `JudgeClient`).
+class AsyncJudgeClient(BaseClient[httpx.AsyncBaseTransport]):
+    """An asyncio client of one judge-service server: `JudgeClient`'s methods, awaited
+    (``iter_results`` is an async iterator). Use as an async context manager, or call
+    `aclose()`."""
 
-    `max_batch` is the server's JUDGE_MAX_ROLLOUTS_PER_BATCH (the API does not report
-    it): `judge_batch` sends larger batches in parts of that size and joins the results
-    in order. 429 and 503 are retried as `retry` says; other errors raise at once (see
-    `judge_service.client.errors`). Use as an async context manager, or call `aclose()`."""
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        *,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        retry: RetryPolicy | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-        self.max_batch = max_batch
-        self.retry = retry or RetryPolicy()
-        self._http = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=headers(api_key),
-            timeout=timeout,
-            transport=transport,
-        )
+    def _open(self, options: dict[str, Any], transport: httpx.AsyncBaseTransport | None) -> None:
+        self._http = httpx.AsyncClient(**options, transport=transport)
 
     async def __aenter__(self) -> AsyncJudgeClient:
         return self
@@ -64,21 +31,25 @@ class AsyncJudgeClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        waited = 0.0
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = await self._http.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                raise TransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-            wait = self.retry.delay(response, attempt, waited)
-            if wait is None:
-                raise_for_status(response)
-                return response
-            await asyncio.sleep(wait)
-            waited += wait
+    async def _steps(self, steps: Steps[T]) -> AsyncIterator[Result]:
+        for step in steps:
+            if isinstance(step, Emit):
+                yield step.result
+            elif isinstance(step, Sleep):
+                await asyncio.sleep(step.seconds)
+            else:
+                try:
+                    steps.reply = await self._http.request(
+                        step.method, step.path, json=step.json, params=step.params
+                    )
+                except httpx.TransportError as exc:
+                    raise step.failed(exc) from exc
+
+    async def _run(self, call: Call[T]) -> T:
+        steps = Steps(call)
+        async for _ in self._steps(steps):
+            pass
+        return steps.value
 
     async def judge(
         self,
@@ -87,26 +58,12 @@ class AsyncJudgeClient:
         *,
         group_rewards: Sequence[float] | None = None,
     ) -> Result:
-        """Judge one rollout (POST /v1/judge)."""
-        body: dict[str, Any] = {"rollout": as_wire(rollout), **options_body(options)}
-        if group_rewards is not None:
-            body["group_rewards"] = list(group_rewards)
-        response = await self._send("POST", "/v1/judge", json=body)
-        return Result.model_validate_json(response.content)
+        return await self._run(self._judge(rollout, options, group_rewards))
 
     async def judge_batch(
         self, rollouts: Sequence[RolloutLike], options: OptionsLike = None
     ) -> BatchResponse:
-        """Judge rollouts (POST /v1/judge/batch), in parts of at most `max_batch`; one
-        result per rollout, in order. Group advantages are computed per part, so keep a
-        group within one part (groups are usually contiguous and the limit large)."""
-        began = time.perf_counter()
-        parts = []
-        for part in chunks(rollouts, self.max_batch):
-            body = {"rollouts": [as_wire(r) for r in part], **options_body(options)}
-            response = await self._send("POST", "/v1/judge/batch", json=body)
-            parts.append(BatchResponse.model_validate_json(response.content))
-        return merge(parts, round((time.perf_counter() - began) * 1000))
+        return await self._run(self._judge_batch(rollouts, options))
 
     async def submit_job(
         self,
@@ -115,44 +72,25 @@ class AsyncJudgeClient:
         *,
         idempotency_key: str | None = None,
     ) -> JobCreated:
-        """Queue rollouts for judging (POST /v1/jobs); returns at once with the job's id."""
-        body: dict[str, Any] = {"rollouts": [as_wire(r) for r in rollouts], **options_body(options)}
-        if idempotency_key is not None:
-            body["idempotency_key"] = idempotency_key
-        response = await self._send("POST", "/v1/jobs", json=body)
-        return JobCreated.model_validate_json(response.content)
+        return await self._run(self._submit_job(rollouts, options, idempotency_key))
 
     async def get_job(self, job_id: str) -> JobView:
-        return JobView.model_validate_json((await self._send("GET", f"/v1/jobs/{job_id}")).content)
+        return await self._run(self._job("GET", job_id))
 
     async def cancel_job(self, job_id: str) -> JobView:
-        return JobView.model_validate_json(
-            (await self._send("DELETE", f"/v1/jobs/{job_id}")).content
-        )
+        return await self._run(self._job("DELETE", job_id))
 
     async def wait_job(
         self, job_id: str, *, timeout: float | None = None, poll_s: float = 0.5
     ) -> JobView:
-        """Poll until the job is done, failed or cancelled; JobTimeoutError after `timeout`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            view = await self.get_job(job_id)
-            if view.status in FINAL_JOB_STATES:
-                return view
-            if deadline is not None and time.monotonic() + poll_s > deadline:
-                raise JobTimeoutError(f"job {job_id} is still {view.status} after {timeout} s")
-            await asyncio.sleep(poll_s)
+        return await self._run(self._wait_job(job_id, timeout, poll_s))
 
     async def results_page(
         self, job_id: str, cursor: str | None = None, limit: int = 100
     ) -> JobResultsPage:
-        params: dict[str, Any] = {"limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
-        response = await self._send("GET", f"/v1/jobs/{job_id}/results", params=params)
-        return JobResultsPage.model_validate_json(response.content)
+        return await self._run(self._results_page(job_id, cursor, limit))
 
-    async def iter_results(
+    def iter_results(
         self,
         job_id: str,
         *,
@@ -160,18 +98,4 @@ class AsyncJudgeClient:
         poll_s: float = 0.5,
         timeout: float | None = None,
     ) -> AsyncIterator[Result]:
-        """Every result of the job in input order, following ``next_cursor``; a page that
-        stops at a rollout not judged yet is polled again after `poll_s`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        cursor: str | None = None
-        while True:
-            page = await self.results_page(job_id, cursor, page_size)
-            for result in page.results:
-                yield result
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
-            if not page.results:
-                if deadline is not None and time.monotonic() + poll_s > deadline:
-                    raise JobTimeoutError(f"job {job_id}: results not ready after {timeout} s")
-                await asyncio.sleep(poll_s)
+        return self._steps(Steps(self._iter_results(job_id, page_size, poll_s, timeout)))

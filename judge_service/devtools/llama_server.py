@@ -7,6 +7,9 @@ so its pins never meet the project's) serving SmolLM2-135M-Instruct from the
 treats a real third-party server: its chat template, its tool-call grammar, its
 validation of what we send, its single slot.
 
+It is built for a portable x86-64-v3 CPU (`.ci/run`: ``GGML_NATIVE=OFF``, AVX2): a
+native build dies of SIGILL at the first request on these VMs.
+
 ``--chat_format chatml-function-calling`` is the llama-cpp-python chat handler that
 answers ``tool_choice: auto`` with grammar-constrained tool calls (SmolLM2's own
 template drops the tool definitions unless a tool is named, and ``required`` is a 500
@@ -95,8 +98,11 @@ def start(python: Path, log: Path, *, n_ctx: int = 8192, startup_s: float = 180.
         "--port",
         str(port),
     ]
+    # llama.cpp's OpenMP threads spin while they wait; on a machine that other work also
+    # loads, spinning threads starve each other (prompt reading fell to ~25 tokens/s here).
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
     server = LlamaServer(process, port, log)
     deadline = time.monotonic() + startup_s
     while time.monotonic() < deadline:
@@ -122,7 +128,7 @@ def judge_env(
     """The settings a user of a one-slot llama.cpp server needs (README, "Self-hosted
     judge model"): its base URL, its model alias, one request in flight, one rollout at
     a time (so no rollout spends its deadline queued behind another), a short turn."""
-    return {
+    env = {
         "JUDGE_LLM_OPENAI_BASE_URL": server.base_url,
         "JUDGE_ALLOWED_JUDGES": f"rules,openai:{MODEL_ALIAS}",
         "JUDGE_LLM_SERVER": "llama-cpp-python",
@@ -135,3 +141,8 @@ def judge_env(
         # A cold ~4k-token prompt reads in 30-130 s on 2 cores: the deadline bounds it.
         "JUDGE_LLM_REQUEST_TIMEOUT_S": "600",
     }
+    if tool_mode == "json":
+        # The two trace tools only: in JSON mode every tool is described in the text, and
+        # the cold prompt is what a 2-core CPU server reads slowest.
+        env["JUDGE_LLM_TOOLS"] = "view_tokens,search_trace"
+    return env

@@ -16,11 +16,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge_service.trace.decode import Trace
+from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.markers import MarkedView
 from judge_service.validate import ValidationReport
+
+if TYPE_CHECKING:
+    from judge_service.schemas import Rollout
 
 SpanCheck = Callable[[Sequence[Any]], ValidationReport]
 
@@ -45,6 +49,7 @@ class JudgeRequest:
     reference_solution: str | None
     label_scores: Mapping[str, float]
     limits: JudgeLimits = field(default_factory=JudgeLimits)
+    tokenizer: LoadedTokenizer | None = None  # the policy's (model-internal judges align to it)
 
     @property
     def labels(self) -> list[str]:
@@ -75,6 +80,10 @@ class JudgeOutcome:
     usage: Usage = field(default_factory=Usage)
     transcript: list[dict[str, Any]] = field(default_factory=list)
     cost_usd: float | None = None  # from the price table; None for an unpriced model
+    # Continuous scores by (start, end), set only by the service's own model-internal judges
+    # (value:<model>); they replace the label's score of the accepted span. A span's
+    # "score" key from an LLM judge is never read: its word cannot set its own credit.
+    scores: dict[tuple[int, int], float] | None = None
 
 
 class Judge(ABC):
@@ -90,6 +99,10 @@ class Judge(ABC):
         key). Validation sees the label names and each score's sign; a judge whose prompt
         shows the scores, or whose session the limits bound, adds them."""
         return {"labels": {label: _sign(score) for label, score in sorted(label_scores.items())}}
+
+    def check_input(self, rollout: Rollout, field: str) -> None:  # noqa: B027 - optional hook
+        """Refuse, before anything is paid, a rollout this judge cannot judge (InputError
+        naming the field under `field`, the rollout's place in the request)."""
 
     @abstractmethod
     async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:

@@ -1,4 +1,5 @@
-"""``options.judge`` to a `Judge`: ``rules``, ``anthropic:<model>``, ``openai:<model>``."""
+"""``options.judge`` to a `Judge`: ``rules``, ``anthropic:<model>``, ``openai:<model>``,
+``value:<model>`` (methods/value.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,18 @@ def _openai(model: str, settings: Settings) -> Judge:
     return build_llm_judge("openai", model, settings)
 
 
-FACTORIES: dict[str, JudgeFactory] = {"rules": _rules, "anthropic": _anthropic, "openai": _openai}
+def _value(model: str, settings: Settings) -> Judge:
+    from judge_service.methods.value import ValueJudge
+
+    return ValueJudge(model, settings)
+
+
+FACTORIES: dict[str, JudgeFactory] = {
+    "rules": _rules,
+    "anthropic": _anthropic,
+    "openai": _openai,
+    "value": _value,
+}
 
 
 def build_judge(spec: str, settings: Settings) -> Judge:

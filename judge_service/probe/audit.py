@@ -1,15 +1,21 @@
 """The audit of a judge from probe records: a sanity gate, then the effects, then the breakdowns.
 
-1. Gate. At the end of finished traces (those with a final answer) the probe
-   must tell the traces that ended correct from those that ended wrong: AUROC
-   of the reference answer's probe value against the verdict, at least
-   `auroc_threshold` (0.9). Below it, or without both kinds of trace, the probe
-   cannot be trusted on these traces and the audit is marked invalid; the
-   numbers are still computed and shown, under that warning.
+1. Gate. Just before finished traces (those with a final answer) write that
+   answer (the record's ``answer_cut``), the probe must tell the traces that
+   ended correct from those that ended wrong: AUROC of the reference answer's
+   probe value against the verdict, at least `auroc_threshold` (0.9). Read at
+   the end of the trace instead, the answer is on the page and the AUROC only
+   measures copying; that AUROC is reported next to it, never gated on. (Records
+   of probe v1, without ``answer_cut``, fall back to the end and say so.) Below
+   the threshold, or without both kinds of trace, the probe cannot be trusted on
+   these traces and the audit is marked invalid; the numbers are still computed
+   and shown, under that warning.
 2. Effects: progress per point of judge score within a trace, with position and
    length controlled, a 95% bootstrap CI over traces and a within-trace
    permutation p-value, for four outcomes: progress toward the reference,
-   progress relative to the wrong answer, and both with the second wording.
+   progress relative to the wrong answer, and both with the second wording; once
+   over all spans and once without the spans that overlap the final answer or
+   mention the reference or wrong answer string (where copying moves the probe).
 3. Breakdowns: mean progress per label (with CIs over traces), and the effect
    and per-label means split by traces that ended correct or wrong and by
    groups whose rewards were all equal (where judge credit is the only signal)
@@ -53,15 +59,45 @@ def _finite(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else round(float(value), 6)
 
 
-def gate(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
-    """AUROC of the final probe value (reference answer) for correct vs wrong finished traces."""
+def value_at(record: dict[str, Any], cut: int | None, name: str = "reference") -> float | None:
+    """The probe value of `name` at policy cut `cut` (None: the end of the trace)."""
+    series = record["values"][name]
+    if cut is None:
+        return float(series[-1])
+    cuts = record.get("cuts") or []
+    return float(series[cuts.index(cut)]) if cut in cuts else None
+
+
+def _gate_values(
+    records: Sequence[dict[str, Any]], before_answer: bool
+) -> tuple[list[float], list[bool]]:
     values: list[float] = []
     labels: list[bool] = []
     for record in records:
         if not record.get("finished") or record.get("correct") is None:
             continue
-        values.append(float(record["values"]["reference"][-1]))  # cut at the end of the trace
-        labels.append(bool(record["correct"]))
+        if before_answer and record.get("answer_cut") is None:
+            continue  # a finished trace whose answer start was not found
+        value = value_at(record, record.get("answer_cut") if before_answer else None)
+        if value is not None:
+            values.append(value)
+            labels.append(bool(record["correct"]))
+    return values, labels
+
+
+def gate(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
+    """AUROC of the probe value (reference answer) for correct vs wrong finished traces, read
+    before the final answer is written (end of trace for probe records that lack the cut)."""
+    before = any("answer_cut" in r for r in records)
+    end_values, end_labels = _gate_values(records, before_answer=False)
+    values, labels = (
+        _gate_values(records, before_answer=True)
+        if before
+        else (
+            end_values,
+            end_labels,
+        )
+    )
     n_correct = sum(labels)
     n_wrong = len(labels) - n_correct
     area = auroc(values, labels)
@@ -75,8 +111,12 @@ def gate(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
         )
     else:
         passed, reason = True, None
+    if passed is False and reason and before:
+        reason += " (read before the final answer is written)"
     return {
         "auroc": _finite(area),
+        "cut": "before_answer" if before else "end",
+        "auroc_end": _finite(auroc(end_values, end_labels)),
         "threshold": threshold,
         "n_correct": n_correct,
         "n_wrong": n_wrong,
@@ -85,6 +125,10 @@ def gate(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
         "final_values": {
             "correct": _vals(values, labels, True),
             "wrong": _vals(values, labels, False),
+        },
+        "end_values": {
+            "correct": _vals(end_values, end_labels, True),
+            "wrong": _vals(end_values, end_labels, False),
         },
     }
 
@@ -99,6 +143,12 @@ def _span_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for span in record.get("spans") or []:
             rows.append({**span, "trace": str(record.get("id")), "correct": record.get("correct")})
     return rows
+
+
+def is_answer_span(row: dict[str, Any]) -> bool:
+    """A span where copying the answer moves the probe: it overlaps the final answer or
+    mentions the reference or wrong answer string."""
+    return bool(row.get("overlaps_final")) or bool(row.get("mentions_answer"))
 
 
 def effect(rows: Sequence[dict[str, Any]], field: str, settings: AuditSettings) -> dict[str, Any]:
@@ -198,6 +248,18 @@ def run_audit(
         },
         "models": sorted({str(r.get("model")) for r in records}),
         "effects": {name: effect(rows, field, settings) for name, field in OUTCOMES.items()},
+        "effects_clean": {
+            name: effect([r for r in rows if not is_answer_span(r)], field, settings)
+            for name, field in OUTCOMES.items()
+        },
+        "exclusions": {
+            "without_final_answer_spans": effect(
+                [r for r in rows if not r.get("overlaps_final")], "progress", settings
+            ),
+            "without_answer_mentions": effect(
+                [r for r in rows if not r.get("mentions_answer")], "progress", settings
+            ),
+        },
         "labels": {
             "all": label_means(rows, "progress", settings),
             "relative": label_means(rows, "progress_rel", settings),

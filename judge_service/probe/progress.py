@@ -8,41 +8,41 @@ default ending and the second wording. A span's progress is the value at its
 end minus the value at its start; its progress relative to the wrong answer
 is that minus the same difference for the wrong answer (the margin gained).
 
-The wrong answer is, in order: ``metadata.wrong_answer``; the trace's own final
-answer when the trace ended wrong; for an integer reference a near miss
-(reference + 10, as 418 for 408); else none.
+The wrong answer is the trace's own final answer when the trace ended wrong,
+else the most common wrong final answer of the same group (another sample of
+the same policy), else none. It never comes from a rule of ours (an earlier
+version used reference + 10, the very error the template generator injected,
+so judge, data and distractor shared one generator).
+
+Audit v2 adds, per record, ``answer_cut``: the last cut before the trace starts
+writing its final answer (answer_cut.py), probed like any other cut, which the
+gate reads; and per span ``overlaps_final`` (it ends after that cut) and
+``mentions_answer`` (its text holds the reference or the wrong answer), so the
+effects can be reported without the spans where copying moves the probe.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from judge_service.probe.alignment import Aligner
+from judge_service.probe.answer_cut import char_to_cut, final_answer_start, mentions
 from judge_service.probe.endings import EncodedSuffix, EndingPair, encode_suffix
 from judge_service.trace.answers import last_boxed
 
 if TYPE_CHECKING:
     from judge_service.probe.scorer import LMScorer
 
-_INTEGER = re.compile(r"^-?\d+$")
-
 
 def normalize_answer(answer: str) -> str:
     """A light normal form for telling answers apart (not an equivalence checker)."""
     text = re.sub(r"\\[,!;: ]|\s+", "", answer)
     return text.rstrip(".").strip("$").rstrip(".")
-
-
-def distractor(reference: str) -> str | None:
-    """A plausible wrong answer for an integer reference: 408 -> 418, 7 -> 17, -5 -> 5."""
-    text = normalize_answer(reference)
-    if not _INTEGER.match(text):
-        return None
-    return str(int(text) + 10)
 
 
 def final_answer(rollout: dict[str, Any], text: str) -> str | None:
@@ -65,16 +65,36 @@ def ended_correct(rollout: dict[str, Any], final: str | None) -> bool | None:
 
 
 def wrong_answer(
-    rollout: dict[str, Any], reference: str, final: str | None, correct: bool | None
+    reference: str, final: str | None, correct: bool | None, group_wrong: str | None = None
 ) -> tuple[str | None, str | None]:
-    """The wrong answer to probe and where it came from."""
-    given = (rollout.get("metadata") or {}).get("wrong_answer")
-    if given:
-        return str(given), "metadata"
+    """The wrong answer to probe and where it came from: ``final_answer`` | ``group`` | None."""
     if final and correct is False and normalize_answer(final) != normalize_answer(reference):
         return final, "final_answer"
-    near = distractor(reference)
-    return (near, "distractor") if near else (None, None)
+    if group_wrong and normalize_answer(group_wrong) != normalize_answer(reference):
+        return group_wrong, "group"
+    return None, None
+
+
+def group_wrong_answers(rollouts: list[dict[str, Any]], aligner: Aligner) -> dict[str, str]:
+    """Group id -> the most common wrong final answer among its rollouts (first seen on ties)."""
+    counts: dict[str, Counter[str]] = {}
+    for rollout in rollouts:
+        group, reference = rollout.get("group_id"), rollout.get("reference_answer")
+        if group is None or not reference:
+            continue
+        final = rollout.get("final_answer")
+        if not final:
+            name = rollout.get("tokenizer") or aligner.probe_name
+            try:
+                text = aligner.policy_tokenizer(name).decode(rollout["response_token_ids"]).text
+            except Exception:  # an undecodable rollout is skipped here and reported by the probe
+                continue
+            final = final_answer(rollout, text)
+        if not final or ended_correct(rollout, str(final)) is not False:
+            continue
+        if normalize_answer(str(final)) != normalize_answer(str(reference)):
+            counts.setdefault(str(group), Counter())[normalize_answer(final)] += 1
+    return {group: c.most_common(1)[0][0] for group, c in counts.items()}
 
 
 @dataclass(frozen=True)
@@ -94,8 +114,10 @@ def probe_rollout(
     rollout: dict[str, Any],
     result: dict[str, Any],
     settings: ProbeSettings,
+    group_wrong: str | None = None,
 ) -> dict[str, Any]:
-    """The probe record of one rollout: values at every cut, and progress per judged span."""
+    """The probe record of one rollout: values at every cut, and progress per judged span;
+    `group_wrong` is the group's wrong answer (`group_wrong_answers`)."""
     reference = str(rollout.get("reference_answer") or "").strip()
     if not reference:
         raise ValueError("rollout has no reference_answer")
@@ -103,7 +125,9 @@ def probe_rollout(
     total = aligned.trace.num_tokens
     final = final_answer(rollout, aligned.trace.text)
     correct = ended_correct(rollout, final)
-    wrong, wrong_source = wrong_answer(rollout, reference, final, correct)
+    wrong, wrong_source = wrong_answer(reference, final, correct, group_wrong)
+    found = final_answer_start(aligned.trace.text, final) if final else None
+    answer_cut = None if found is None else char_to_cut(aligned.trace.offsets, found[0])
 
     names: list[str] = []
     suffixes: list[EncodedSuffix] = []
@@ -118,6 +142,8 @@ def probe_rollout(
 
     spans = [s for s in result.get("spans") or [] if 0 <= int(s["start"]) < int(s["end"]) <= total]
     cuts = sorted({0, total, *(int(s["start"]) for s in spans), *(int(s["end"]) for s in spans)})
+    if answer_cut is not None:
+        cuts = sorted({*cuts, answer_cut})
     scores = scorer.score_cuts(
         aligned.context_ids,
         [aligned.context_cut(c) for c in cuts],
@@ -143,6 +169,8 @@ def probe_rollout(
             "confidence": float(span.get("confidence", 1.0)),
             "position": round((start + end) / 2 / total, 6),
             "length": end - start,
+            "overlaps_final": answer_cut is not None and end > answer_cut,
+            "mentions_answer": mentions(aligned.trace.span_text(start, end), [reference, wrong]),
         }
         for tag in [t for t, _ in wordings]:
             progress = delta("reference" + tag, start, end)
@@ -176,6 +204,8 @@ def probe_rollout(
         "answer_tokens": {
             name: int(n) for name, n in zip(names, scores.num_answer_tokens, strict=True)
         },
+        "answer_cut": answer_cut,  # the last cut before the final answer (None: no answer)
+        "answer_rule": None if found is None else found[1],
         "cuts": cuts,
         "values": {name: _round(v) for name, v in value.items()},
         "spans": span_records,

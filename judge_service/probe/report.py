@@ -97,9 +97,16 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
         )
 
     parts.append("<h2>Sanity gate</h2>")
+    where = (
+        "just before the trace writes its final answer"
+        if gate.get("cut") == "before_answer"
+        else "at the end of the trace (probe records without an answer cut)"
+    )
     parts.append(
         f"<p>AUROC {_num(gate['auroc'])} over {gate['n_correct']} correct and {gate['n_wrong']} "
-        "wrong finished traces (probe value of the reference answer at the end of the trace).</p>"
+        f"wrong finished traces (probe value of the reference answer {where}). At the end of "
+        f"the trace, where the answer is already written and the probe measures copying: "
+        f"AUROC {_num(gate.get('auroc_end'))} (not gated on).</p>"
     )
     parts.append(
         _figure(
@@ -108,7 +115,7 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
                     "ended correct": gate["final_values"]["correct"],
                     "ended wrong": gate["final_values"]["wrong"],
                 },
-                "Probe value at the end of the trace",
+                "Probe value at the gate's cut",
                 "mean log-prob of reference",
             ),
             "Each dot is a finished trace; a usable probe separates the two columns.",
@@ -123,6 +130,21 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
         "scores among the spans of each trace.</p>"
     )
     parts.append(_effects_table(summary["effects"], _OUTCOME_NAMES))
+    if summary.get("effects_clean"):
+        parts.append(
+            "<p>Without the spans that overlap the final answer or mention the reference or "
+            "wrong answer string (where copying the answer moves the probe):</p>"
+        )
+        parts.append(_effects_table(summary["effects_clean"], _OUTCOME_NAMES))
+        parts.append(
+            _effects_table(
+                summary.get("exclusions") or {},
+                {
+                    "without_final_answer_spans": "toward the reference, no final-answer spans",
+                    "without_answer_mentions": "toward the reference, no answer mentions",
+                },
+            )
+        )
     ref = summary["effects"]["reference"]
     points = [(p["score"], p["progress"]) for p in summary.get("scatter", [])]
     line = None

@@ -32,8 +32,11 @@ class Store(ABC):
         """The stored judgment (JSON) under `key` for `tenant`, or None."""
 
     @abstractmethod
-    async def put_judgment(self, tenant: str, key: str, data: str) -> bool:
-        """Store a judgment unless one is already there; True if this call wrote it."""
+    async def put_judgment(
+        self, tenant: str, key: str, data: str, *, replace: bool = False
+    ) -> bool:
+        """Store a judgment unless one is already there (or `replace`: in any case); True if
+        this call wrote it."""
 
     @abstractmethod
     async def take_tokens(self, bucket: str, rate_per_s: float, capacity: float) -> float:

@@ -37,11 +37,15 @@ class JudgmentCache:
             return None, "miss"
         return Judgment.loads(data), "hit"
 
-    async def save(self, tenant: str, key: str, judgment: Judgment) -> CacheState:
+    async def save(
+        self, tenant: str, key: str, judgment: Judgment, *, replace: bool = False
+    ) -> CacheState:
+        """`replace`: over a stored judgment (one kept without the transcript now asked for);
+        otherwise the first judgment stored under a key stays."""
         if judgment.status != "ok":
             return "miss"
         try:
-            await self.store.put_judgment(tenant, key, judgment.dumps())
+            await self.store.put_judgment(tenant, key, judgment.dumps(), replace=replace)
         except StoreUnavailable as exc:
             log.warning("judgment cache unavailable, result not stored: %s", exc)
             return "unavailable"

@@ -57,9 +57,13 @@ class MemoryStore(Store):
             self._judgments.move_to_end((tenant, key))
         return data
 
-    async def put_judgment(self, tenant: str, key: str, data: str) -> bool:
+    async def put_judgment(
+        self, tenant: str, key: str, data: str, *, replace: bool = False
+    ) -> bool:
         if (tenant, key) in self._judgments:
-            return False
+            if not replace:
+                return False
+            self._bytes -= len(self._judgments.pop((tenant, key)))
         self._judgments[(tenant, key)] = data
         self._bytes += len(data)
         # Evict the least recently used until the cache fits again (the newest always stays).

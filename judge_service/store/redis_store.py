@@ -23,9 +23,13 @@ class RedisStore(Store):
         value: str | None = await self.conn.run(lambda r: r.get(name))
         return value
 
-    async def put_judgment(self, tenant: str, key: str, data: str) -> bool:
+    async def put_judgment(
+        self, tenant: str, key: str, data: str, *, replace: bool = False
+    ) -> bool:
         name = self.conn.keys.judgment(tenant, key)
-        written = await self.conn.run(lambda r: r.set(name, data, nx=True, ex=self.cache_ttl_s))
+        written = await self.conn.run(
+            lambda r: r.set(name, data, nx=not replace, ex=self.cache_ttl_s)
+        )
         return bool(written)
 
     async def take_tokens(self, bucket: str, rate_per_s: float, capacity: float) -> float:

@@ -107,6 +107,10 @@ class AnthropicWire:
     def refusal(self, body: dict[str, Any]) -> Fault | None:
         return anthropic_refusal(body, self.strict)
 
+    def stream(self, payload: dict[str, Any], body: dict[str, Any], reply: Reply) -> list[str]:
+        # The Anthropic provider never streams; a request asking to is a bug in it.
+        raise AssertionError("the scripted Anthropic server does not stream")
+
     def reply(self, reply: Reply, key: str, turn: int, body: dict[str, Any]) -> dict[str, Any]:
         if not body.get("tools"):  # a model shown no tools writes its calls as text
             reply = as_text(reply)

@@ -97,12 +97,14 @@ class Strictness:
     null_content: bool = True  # 500 for an assistant tool-call turn with content null
     # The request fields read as the output cap, in order; others are ignored.
     cap_fields: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
+    # A streamed reply ends with a usage chunk when stream_options.include_usage asks.
+    stream_usage: bool = True
 
 
 STRICT = Strictness()  # as the real OpenAI and Anthropic APIs
 # Any field accepted (pydantic's default), max_completion_tokens ignored (generation runs
-# to the context size), content null fatal to the chat template.
-LLAMA_CPP_PYTHON = Strictness(unknown_fields=False, cap_fields=("max_tokens",))
+# to the context size), content null fatal to the chat template, no usage in a stream.
+LLAMA_CPP_PYTHON = Strictness(unknown_fields=False, cap_fields=("max_tokens",), stream_usage=False)
 
 
 def _openai_error(status: int, message: str) -> Fault:

@@ -117,6 +117,37 @@ class OpenAIWire:
             },
         }
 
+    def stream(self, payload: dict[str, Any], body: dict[str, Any], reply: Reply) -> list[str]:
+        """The SSE events of `payload` streamed: a role chunk, the text in pieces, each tool
+        call (id and name first, then its arguments in pieces), the finish reason, the usage
+        chunk when asked for and the server sends one, then [DONE]."""
+        base = {k: payload[k] for k in ("id", "created", "model")}
+        base["object"] = "chat.completion.chunk"
+        choice = payload["choices"][0]
+        message = choice["message"]
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return json.dumps(data)
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        events += [chunk({"content": piece}) for piece in _pieces(message.get("content") or "")]
+        for index, call in enumerate(message.get("tool_calls", [])):
+            head = {"index": index, "id": call["id"], "type": "function"}
+            head["function"] = {"name": call["function"]["name"], "arguments": ""}
+            events.append(chunk({"tool_calls": [head]}))
+            events += [
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                for piece in _pieces(call["function"]["arguments"])
+            ]
+        if reply.interrupted:
+            return [*events, "[DONE]"]
+        events.append(chunk({}, choice["finish_reason"]))
+        wants_usage = (body.get("stream_options") or {}).get("include_usage")
+        if wants_usage and self.strict.stream_usage:
+            events.append(json.dumps({**base, "choices": [], "usage": payload["usage"]}))
+        return [*events, "[DONE]"]
+
     def fault(self, fault: Fault) -> dict[str, Any]:
         kind = "invalid_request_error" if fault.status == 400 else "server_error"
         if fault.status == 429:
@@ -124,3 +155,7 @@ class OpenAIWire:
         return {
             "error": {"message": fault.message, "type": kind, "param": None, "code": fault.code}
         }
+
+
+def _pieces(text: str, size: int = 7) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]

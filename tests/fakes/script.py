@@ -24,6 +24,10 @@ class Reply:
     text: str = ""
     output_tokens: int = 20
     cut_off: bool = False  # stopped at the output limit: OpenAI "length", Anthropic "max_tokens"
+    # Streamed replies (OpenAI wire): the pause before each chunk, as a model generates; and a
+    # stream ended by [DONE] with no finish reason (llama-cpp-python's interrupt_requests).
+    chunk_delay_s: float = 0.0
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ class Wire(Protocol):
     def reply(self, reply: Reply, key: str, turn: int, body: dict[str, Any]) -> dict[str, Any]: ...
     def fault(self, fault: Fault) -> dict[str, Any]: ...
     def refusal(self, body: dict[str, Any]) -> Fault | None: ...
+    def stream(self, payload: dict[str, Any], body: dict[str, Any], reply: Reply) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class FakeProviderServer:
         self.requests: list[Recorded] = []
         self.in_flight = 0  # requests being answered now, and the most at once
         self.max_in_flight = 0
+        # Streams whose client went away mid-reply: the server stopped writing (generating).
+        self.abandoned_streams = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -91,15 +94,19 @@ class FakeProviderServer:
         with self._lock:
             return [r for r in self.requests if r.script == script]
 
-    def _answer(self, raw: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    def _answer(
+        self, raw: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes | list[str], float]:
+        """(status, headers, body; or the SSE events of a streamed reply, and their pace)."""
         body = json.loads(raw)
+        streamed: Reply | None = None
         key = self.wire.script_key(body)
         refused = self.wire.refusal(body)  # what a real server refuses (conformance.py)
         if refused is not None:
             status, extra, payload = refused.status, {}, self.wire.fault(refused)
             turn, attempt = self.wire.view(body, 0).turn, -1
         elif key is None and self.unscripted is not None:
-            status, extra, payload = self._unscripted(body, self.unscripted)
+            status, extra, payload, streamed = self._unscripted(body, self.unscripted)
             turn = attempt = -1
         elif key is None or key not in self.book.scripts:
             status, extra, payload = (
@@ -120,20 +127,26 @@ class FakeProviderServer:
                 status, extra, payload = action.status, action.headers, self.wire.fault(action)
             else:
                 status, extra, payload = 200, {}, self.wire.reply(action, key, turn, body)
+                streamed = action if body.get("stream") else None
         with self._lock:
             self.requests.append(Recorded(raw, body, headers, key, turn, attempt, status, payload))
         if self.delay_s:
             time.sleep(self.delay_s)
-        return status, extra, json.dumps(payload).encode()
+        if streamed is not None:
+            return status, extra, self.wire.stream(payload, body, streamed), streamed.chunk_delay_s
+        return status, extra, json.dumps(payload).encode(), 0.0
 
-    def _unscripted(self, body: dict[str, Any], step: Step) -> tuple[int, dict[str, str], Any]:
+    def _unscripted(
+        self, body: dict[str, Any], step: Step
+    ) -> tuple[int, dict[str, str], Any, Reply | None]:
         action = Script([step]).action(self.wire.view(body, 0))
         if isinstance(action, Hang):
             self.stopping.wait(action.seconds)
             action = Reply(text="(answered after hanging)")
         if isinstance(action, Fault):
-            return action.status, action.headers, self.wire.fault(action)
-        return 200, {}, self.wire.reply(action, "unscripted", 0, body)
+            return action.status, action.headers, self.wire.fault(action), None
+        payload = self.wire.reply(action, "unscripted", 0, body)
+        return 200, {}, payload, (action if body.get("stream") else None)
 
     def _models_page(self) -> tuple[int, bytes]:
         if self.models is None:
@@ -184,9 +197,12 @@ class FakeProviderServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
                     if self.path != server.wire.path:
-                        status, extra, data = 404, {}, b'{"error": "no such path"}'
+                        status, extra, data, pace = 404, {}, b'{"error": "no such path"}', 0.0
                     else:
-                        status, extra, data = server._answer(raw, dict(self.headers.items()))
+                        status, extra, data, pace = server._answer(raw, dict(self.headers.items()))
+                    if isinstance(data, list):
+                        self._stream(data, pace)
+                        return
                 finally:
                     with server._lock:
                         server.in_flight -= 1
@@ -200,6 +216,24 @@ class FakeProviderServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a hang past its deadline)
+
+            def _stream(self, events: list[str], pace: float) -> None:
+                # As a generating server does: one event at a time, and a client that has
+                # gone ends the reply (the write fails) instead of the rest being produced.
+                self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for event in events:
+                        if pace and server.stopping.wait(pace):
+                            return
+                        self.wfile.write(f"data: {event}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    with server._lock:
+                        server.abandoned_streams += 1
 
         return Handler
 

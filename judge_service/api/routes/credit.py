@@ -63,6 +63,11 @@ async def compute_credit(body: CreditRequestBody, settings: SettingsDep) -> Resp
 
 
 def _credit(body: CreditRequestBody, settings: Settings) -> CreditResponse:
+    if body.options.reweight is not None:  # weights come from rescoring the response's tokens
+        raise InputError(
+            "reweighting needs the response: use /v1/judge or /v1/judge/batch",
+            field="options.reweight",
+        )
     resolved = resolve(body.options, settings)
     base = credit_mod.advantage_in_group(body.reward, body.group_rewards, reward_field="reward")
     if resolved.kappa_mode == "relative" and base is None:

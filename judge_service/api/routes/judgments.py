@@ -10,7 +10,6 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import HTMLResponse
 
 from judge_service.api.deps import SettingsDep, StoreDep, TenantDep
-from judge_service.api.render import judgment_html
 from judge_service.config import Settings
 from judge_service.errors import InputError
 from judge_service.jobs.service import NotFoundError
@@ -18,6 +17,8 @@ from judge_service.judgment import Judgment, to_result
 from judge_service.resolve import resolve
 from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Options, Result
 from judge_service.store import Store
+from judge_service.view.model import build_page
+from judge_service.view.render import PAGE_CSP, page_html
 
 router = APIRouter(prefix="/v1/judgments", tags=["judgments"])
 _KEY = re.compile(r"sha256:[0-9a-f]{64}")
@@ -58,15 +59,32 @@ async def view_judgment(
     tenant: TenantDep,
     settings: SettingsDep,
 ) -> HTMLResponse:
-    """The stored judgment as an HTML page: its spans painted over the response, each with
-    its label, score, confidence and quoted evidence, and every rejected span with its
-    reason."""
-    result = _as_result(await _stored(store, tenant, key), key, settings, "spans")
-    return HTMLResponse(judgment_html(key, result))
+    """The stored judgment as an HTML page: the decoded response with each accepted span
+    shaded in its label's colour and its credit's intensity, evidence quotes highlighted,
+    rejected spans outlined with their reason and the ⟦n⟧ token positions on hover; the
+    problem, answers, usage and the judge's transcript when one was kept. Everything from
+    the trace or the judge is escaped, and a strict Content-Security-Policy allows no script
+    and no request. A judgment stored before the text was kept renders without it."""
+    judgment = Judgment.loads(await _stored(store, tenant, key))
+    result = _result_of(judgment, key, settings, "spans")
+    page = page_html(build_page(result, judgment.source, key=key))
+    return HTMLResponse(
+        page,
+        headers={
+            "Content-Security-Policy": PAGE_CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+        },
+    )
 
 
 def _as_result(data: str, key: str, settings: Settings, encoding: CreditEncoding) -> Result:
-    judgment = Judgment.loads(data)
+    return _result_of(Judgment.loads(data), key, settings, encoding)
+
+
+def _result_of(
+    judgment: Judgment, key: str, settings: Settings, encoding: CreditEncoding
+) -> Result:
     options = Options(credit_encoding=encoding, label_scores=judgment.label_scores)
     resolved = replace(resolve(options, settings), include_transcript=True)
     result, _ = to_result(

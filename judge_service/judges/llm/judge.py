@@ -89,6 +89,7 @@ class LLMJudge(Judge):
         config: LoopConfig | None = None,
         prices: PriceTable | None = None,
         span_limits: SpanLimits | None = None,
+        wire_key: Mapping[str, object] | None = None,
     ) -> None:
         names = [tool.name for tool in tools]
         if SUBMIT_SPANS in names or len(set(names)) != len(names):
@@ -102,6 +103,9 @@ class LLMJudge(Judge):
         self.prompts = prompts or PromptSet.load()
         self.loop = ToolLoop(provider, self.prompts, config or LoopConfig())
         self.prices = prices or PriceTable()
+        # How the requests are shaped (tool mode and choice, effort, temperature): what the
+        # model is asked to do differs with them, so the cache key holds them.
+        self.wire_key = dict(wire_key or {})
         self.prompt_version = self.prompts.version_for(self._tools(list(DEFAULT_LABEL_SCORES))[1])
 
     def key_material(
@@ -113,6 +117,7 @@ class LLMJudge(Judge):
             "label_scores": dict(sorted(label_scores.items())),
             "limits": [limits.max_turns, limits.max_tool_calls, limits.deadline_s],
             "endpoint": endpoint(self.provider),
+            "wire": self.wire_key,
         }
 
     def _tools(self, labels: Sequence[str]) -> tuple[dict[str, Tool], tuple[ToolSpec, ...]]:
@@ -243,6 +248,7 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
                 if settings.llm_tool_mode != "native" and wire.profile.json_object
                 else None
             ),
+            stream=wire.stream,
         )
     return LLMJudge(
         with_tool_mode(provider, settings.llm_tool_mode),
@@ -256,4 +262,10 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
         ),
         prices=PriceTable(settings.llm_prices, settings.llm_cache_ttl),
         span_limits=span_limits(settings),
+        wire_key={
+            "tool_mode": settings.llm_tool_mode,
+            "tool_choice": wire.tool_choice,
+            "reasoning_effort": wire.reasoning_effort,
+            "temperature": settings.llm_temperature,
+        },
     )

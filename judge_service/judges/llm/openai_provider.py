@@ -10,7 +10,9 @@ turns are routed to the same cache. Usage: ``prompt_tokens`` minus
 server reports it) is uncached input.
 
 What differs between servers (the max-tokens field, which tool_choice values
-work) is data in `servers.py`; this module sends what it is given. An
+work, whether to stream so that an abandoned request stops) is data in
+`servers.py`; this module sends what it is given. Streamed replies are read
+back by `openai_stream.py`. An
 assistant turn with tool calls carries ``"content": ""``, never ``null``:
 llama-cpp-python hands messages to the model's Jinja chat template as sent,
 and templates that concatenate content fail on null (HTTP 500).
@@ -18,6 +20,7 @@ and templates that concatenate content fail on null (HTTP 500).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +28,6 @@ from typing import Any
 import openai
 
 from judge_service.errors import ProviderError
-from judge_service.judges.base import Usage
 from judge_service.judges.llm.arguments import parse_arguments
 from judge_service.judges.llm.conversation import (
     AssistantTurn,
@@ -34,6 +36,7 @@ from judge_service.judges.llm.conversation import (
     ToolCall,
     Turn,
 )
+from judge_service.judges.llm.openai_stream import collect, usage_of
 from judge_service.judges.llm.provider import (
     ContextLengthError,
     Provider,
@@ -69,6 +72,7 @@ class OpenAIProvider(Provider):
         tool_choice: str = "auto",
         reasoning_effort: str | None = None,
         json_response_format: Mapping[str, object] | None = None,
+        stream: bool = False,
     ) -> None:
         super().__init__(model, limiter, request_timeout_s)
         self.base_url = base_url
@@ -87,6 +91,9 @@ class OpenAIProvider(Provider):
         # server enforces with a grammar (llama.cpp, vLLM, SGLang, Ollama) or its own
         # JSON mode (OpenAI); a small model otherwise answers prose, turn after turn.
         self.json_response_format = dict(json_response_format or {})
+        # Streamed requests, so that one the service gave up on stops at the server
+        # (openai_stream.py); the family table decides by default.
+        self.stream = stream
         self._client: openai.AsyncOpenAI | None = None
 
     def endpoint_url(self) -> str:
@@ -165,14 +172,21 @@ class OpenAIProvider(Provider):
             extra["temperature"] = self.temperature
         if self.reasoning_effort is not None:
             extra["reasoning_effort"] = self.reasoning_effort
+        if self.stream:
+            extra["stream"] = True
+            extra["stream_options"] = {"include_usage": True}
         where = self.where()
         try:
             response = await self.client().chat.completions.create(
                 model=self.model, messages=body["messages"], timeout=timeout_s, **extra
             )
+            if self.stream:
+                # The SDK's timeout bounds each read, not the whole stream: bound it here.
+                async with asyncio.timeout(timeout_s):
+                    return await collect(response, where)
         except openai.APIStatusError as exc:
             raise _status_error(exc, where) from exc
-        except openai.APITimeoutError as exc:
+        except (openai.APITimeoutError, TimeoutError) as exc:
             raise ProviderError(
                 f"no response from {where} within {timeout_s:.1f} s (timed out)"
             ) from exc
@@ -233,19 +247,9 @@ def _completion(response: Any, where: str) -> Completion:
             continue
         arguments, raw, error = parse_arguments(function.arguments or "")
         calls.append(ToolCall(call.id, function.name, arguments, raw, error))
-    usage = response.usage
-    details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
-    cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
-    written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
-    prompt_tokens = usage.prompt_tokens if usage is not None else 0
     return Completion(
         turn=AssistantTurn(choice.message.content or "", tuple(calls)),
-        usage=Usage(
-            input_tokens=max(0, prompt_tokens - cached - written),
-            cache_write_tokens=written,
-            cache_read_tokens=cached,
-            output_tokens=usage.completion_tokens if usage is not None else 0,
-        ),
+        usage=usage_of(response.usage),
         stop_reason=str(choice.finish_reason or ""),
     )
 

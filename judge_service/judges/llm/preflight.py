@@ -22,7 +22,7 @@ from typing import Any
 import anthropic
 import openai
 
-from judge_service.errors import ProviderError
+from judge_service.errors import ProviderError, StreamCutError
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.conversation import Completion, Prompt
 from judge_service.judges.llm.json_mode import AutoToolModeProvider, JsonModeProvider
@@ -196,20 +196,35 @@ async def _request(
         completion = await _ask(first, ask, max_tokens, timeout_s)
     except ProviderError as exc:
         status = _status(exc)
-        if json_mode or status is None or status in (401, 403, 404, 429):
+        # A stream cut short is a refusal too: some servers refuse after the 200.
+        refused = status is not None or isinstance(exc, StreamCutError)
+        if json_mode or not refused or status in (401, 403, 404, 429):
             if status == 429:  # there, and busy: the SDK's retries handle that in the run
                 return result(True, None, "the server answered 429 (rate limited) just now")
             raise _Failed(_refusal(exc)) from exc
+        choice = getattr(probe, "tool_choice", "auto")
+        forced = f" (tool_choice {choice})" if choice != "auto" else ""
         # Refused with tools: the same request without them tells a tool problem apart.
         try:
             await _ask(JsonModeProvider(probe), prompt, max_tokens, timeout_s)
         except ProviderError:
-            raise _Failed(_refusal(exc)) from exc
-        why = f"requests with tools are refused ({_short(str(exc))})"
+            # Both failed; a server can be left broken by what it could not do (llama-cpp-
+            # python, after refusing `required` mid-stream), so the forced choice is named.
+            hint = (
+                f"; the first request forced tool_choice {choice}: if this server cannot "
+                "do that, set another JUDGE_LLM_TOOL_CHOICE (auto, or a tool name)"
+                if forced
+                else ""
+            )
+            raise _Failed(_refusal(exc) + hint) from exc
+        why = f"requests with tools{forced} are refused ({_short(str(exc))})"
         if isinstance(outer, AutoToolModeProvider):
             outer.switch_to_json(why)
             return result(True, False, f"{why}; using JSON tool mode")
-        return result(False, False, f"{why}; set JUDGE_LLM_TOOL_MODE=json (or auto)")
+        fix = "set JUDGE_LLM_TOOL_MODE=json (or auto)"
+        if forced:  # the forced choice may be what this server cannot do
+            fix = f"set another JUDGE_LLM_TOOL_CHOICE (auto, or a tool name), or {fix[4:]}"
+        return result(False, False, f"{why}; {fix}")
     if json_mode:
         return result(True, None, "answered in JSON tool mode")
     tools = True if completion.turn.tool_calls else None

@@ -49,7 +49,14 @@ calling works at all without a forced choice (a warning at build time says so).
   which is how `devtools/llama_server.py` runs it. Assistant messages are passed to the
   Jinja template as sent: ``"content": null`` in a tool-call turn breaks
   templates that concatenate content (HTTP 500). No reasoning_effort;
-  json_object (grammar). owned_by "me".
+  json_object (grammar). owned_by "me". A plain request runs in a worker
+  thread to its end, whether or not the client is still there; a streamed one
+  checks ``request.is_disconnected()`` at every chunk, and its
+  ``interrupt_requests`` (on by default) ends a stream early, with ``[DONE]``
+  and no finish reason, when another request arrives. Streamed chunks carry
+  no usage. The others stop a plain request when the client goes (vLLM's
+  ``with_cancellation``, llama-server's connection check, SGLang's abort on
+  disconnect, Go's request context in Ollama).
 
 Every family above accepts ``"content": ""`` beside ``tool_calls``, which is
 why the OpenAI provider sends that and never ``null``.
@@ -91,6 +98,9 @@ class ServerProfile:
     # response_format json_object takes a "schema" (llama-cpp-python's extension): JSON
     # mode then constrains each answer to the {"tool", "arguments"} envelope.
     json_object_schema: bool = False
+    # A plain request runs to its end after the client has gone; a streamed one stops at
+    # the next chunk. Such a server is sent streamed requests (JUDGE_LLM_OPENAI_STREAM=auto).
+    stream_to_cancel: bool = False
 
 
 _ALL: frozenset[ToolChoiceForm] = frozenset({"auto", "required", "named"})
@@ -107,6 +117,7 @@ def _profile(
     owned_by: str | None = None,
     rejects_unknown_fields: bool = False,
     json_object_schema: bool = False,
+    stream_to_cancel: bool = False,
 ) -> ServerProfile:
     return ServerProfile(
         name,
@@ -119,6 +130,7 @@ def _profile(
         owned_by=owned_by,
         rejects_unknown_fields=rejects_unknown_fields,
         json_object_schema=json_object_schema,
+        stream_to_cancel=stream_to_cancel,
     )
 
 
@@ -149,6 +161,7 @@ PROFILES: dict[str, ServerProfile] = {
             reasoning_effort=False,
             owned_by="me",
             json_object_schema=True,
+            stream_to_cancel=True,
         ),
         # An unknown compatible server: max_tokens, which every family above reads.
         _profile("generic", "max_tokens"),
@@ -216,6 +229,7 @@ class WireOptions:
     reasoning_effort: str | None
     max_tokens_field: MaxTokensField  # OpenAI-compatible only
     profile: ServerProfile
+    stream: bool = False  # OpenAI-compatible only
 
 
 # What a JSON-mode answer must look like (judges/llm/json_mode.py reads it).
@@ -266,6 +280,9 @@ def wire_options(
             notes = [n for n in notes if "tool_choice" not in n]
         for note in notes:
             log.warning("judge %s: %s", spec, note)
+        stream = {"on": True, "off": False}.get(
+            settings.llm_openai_stream, profile.stream_to_cancel
+        )
     else:  # the server table is about OpenAI-compatible servers
-        profile, field = PROFILES["generic"], "max_tokens"
-    return WireOptions(choice, effort, field, profile)
+        profile, field, stream = PROFILES["generic"], "max_tokens", False
+    return WireOptions(choice, effort, field, profile, stream)

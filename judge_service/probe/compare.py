@@ -1,0 +1,115 @@
+"""``audit --compare``: credit sources side by side, each from its own probe records.
+
+A run is the probe of one credit source's spans (rules, value, an LLM judge, or
+CSCR / CoRT weights turned into spans) over the same rollouts. Per run:
+
+* the probe-progress slope per unit of credit (a span's ``score``), within
+  traces, position and length held fixed, with a bootstrap CI over traces and a
+  permutation p: over all spans, and over the spans that neither overlap the
+  final answer nor mention the reference or wrong answer string;
+* the share of credit mass (|score| × tokens) on tokens written after lock-in:
+  the first cut from which the trace's own final answer (the reference for a
+  trace that ended correct, its wrong answer for one that ended wrong) has probe
+  probability at least `lockin_threshold` at every later cut;
+* the credit on the final-answer spans against the rest: their share of the
+  credit mass, and the mean credit per token on each side.
+
+Credit units differ between sources (a judge's label scores, the value judge's
+nats, a reweight's A·(w − 1)), so slopes compare directions and significance
+across sources, not sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from judge_service.probe.audit import AuditSettings, _finite, _span_rows, effect, is_answer_span
+from judge_service.probe.lockin import lock_in_index
+
+
+def lock_cut(record: dict[str, Any], threshold: float) -> int | None:
+    """The lock-in cut of a probe record, or None (never locked in, or no own answer)."""
+    answers = record.get("answers") or {}
+    if record.get("correct") is True:
+        name = "reference"
+    elif record.get("correct") is False and answers.get("wrong_source") == "final_answer":
+        name = "wrong"
+    else:
+        return None
+    series = (record.get("values") or {}).get(name)
+    n_tokens = (record.get("answer_tokens") or {}).get(name)
+    if not series or not n_tokens:
+        return None
+    probability = [math.exp(v * n_tokens) for v in series]
+    index = lock_in_index(probability, threshold)
+    return None if index is None else int(record["cuts"][index])
+
+
+def credit_shares(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
+    """Credit mass after lock-in and on final-answer spans, and mean credit per token."""
+    total = after = final_mass = 0.0
+    final_credit = final_tokens = rest_credit = rest_tokens = 0.0
+    locked = 0
+    for record in records:
+        cut = lock_cut(record, threshold)
+        locked += cut is not None
+        for span in record.get("spans") or []:
+            length = int(span["end"]) - int(span["start"])
+            score = float(span["score"])
+            mass = abs(score) * length
+            total += mass
+            if cut is not None:
+                after += abs(score) * max(0, int(span["end"]) - max(cut, int(span["start"])))
+            if span.get("overlaps_final"):
+                final_mass += mass
+                final_credit += score * length
+                final_tokens += length
+            else:
+                rest_credit += score * length
+                rest_tokens += length
+    return {
+        "n_locked": locked,
+        "share_after_lockin": _finite(after / total) if total else None,
+        "share_on_final_answer": _finite(final_mass / total) if total else None,
+        "credit_per_token_final": _finite(final_credit / final_tokens) if final_tokens else None,
+        "credit_per_token_rest": _finite(rest_credit / rest_tokens) if rest_tokens else None,
+    }
+
+
+def compare_runs(
+    runs: Mapping[str, Sequence[dict[str, Any]]],
+    settings: AuditSettings | None = None,
+    lockin_threshold: float = 0.9,
+) -> dict[str, Any]:
+    """The comparison summary: one entry per run name, in the order given."""
+    settings = settings or AuditSettings()
+    out: dict[str, Any] = {}
+    for name, records in runs.items():
+        rows = _span_rows(records)
+        scores = np.asarray([r["score"] for r in rows], np.float64)
+        out[name] = {
+            "n_traces": len(records),
+            "n_spans": len(rows),
+            "score_sd": _finite(float(scores.std())) if scores.size else None,
+            "slope": effect(rows, "progress", settings),
+            "slope_clean": effect([r for r in rows if not is_answer_span(r)], "progress", settings),
+            "slope_relative": effect(rows, "progress_rel", settings),
+            **credit_shares(records, lockin_threshold),
+        }
+        sd = out[name]["score_sd"]
+        slope = out[name]["slope"]["slope"]
+        # Per SD of the source's credit: comparable across sources with different units.
+        out[name]["slope_per_sd"] = _finite(slope * sd) if slope is not None and sd else None
+    return {
+        "runs": out,
+        "lockin_threshold": lockin_threshold,
+        "settings": {
+            "permutations": settings.permutations,
+            "bootstrap": settings.bootstrap,
+            "seed": settings.seed,
+        },
+    }
