@@ -6,6 +6,7 @@ sys.path: ``from _serve import free_port, served``.)"""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,14 +24,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(env: dict[str, str], source: str | None = None) -> Iterator[str]:
+def served(
+    env: dict[str, str], source: str | None = None, prefix: list[str] | None = None
+) -> Iterator[str]:
     """The base URL of a server started with `env`; ``source`` serves the judge_service
-    package of another checkout (e.g. a ``git worktree`` of an older commit)."""
+    package of another checkout (e.g. a ``git worktree`` of an older commit); ``prefix``
+    runs the command under another (e.g. ``py-spy record -o OUT --``)."""
     port = free_port()
     if source:  # (-m puts the working directory first on sys.path, then PYTHONPATH)
         env = {**env, "PYTHONPATH": source}
     process = subprocess.Popen(
-        [sys.executable, "-m", "judge_service.cli.main", "serve", "--port", str(port)],
+        [
+            *(prefix or []),
+            *[sys.executable, "-m", "judge_service.cli.main", "serve", "--port", str(port)],
+        ],
         env={**os.environ, **env},
         cwd=source,
         stdout=subprocess.DEVNULL,
@@ -50,7 +57,8 @@ def served(env: dict[str, str], source: str | None = None) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        process.terminate()
+        # py-spy writes its profile on SIGINT (and then ends the server it started)
+        process.send_signal(signal.SIGINT if prefix else signal.SIGTERM)
         try:
             process.wait(10)
         except subprocess.TimeoutExpired:

@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
-import time
-from collections.abc import Callable
+
+from _timing import median_ms
 
 from judge_service import credit
 from judge_service.devtools.tokenizers import synthetic_trace
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.trace import TokenizerCache, mark
 from judge_service.validate import validate_spans
-
-
-def _median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm up
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - began) * 1000)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -76,15 +65,15 @@ def main() -> None:
         "markers": lambda: mark(trace),
         "validation": lambda: validate_spans(spans, trace, DEFAULT_LABEL_SCORES),
     }
-    bare_ms = _median_ms(bare, args.repeats)
-    pipe_ms = _median_ms(pipeline, args.repeats)
+    bare_ms = median_ms(bare, args.repeats)
+    pipe_ms = median_ms(pipeline, args.repeats)
     print(
         f"trace: {args.tokens} tokens, {len(trace.text)} chars, {len(spans)} spans, "
         f"vocab {tok.vocab_size}, median of {args.repeats}"
     )
     print(f"bare tokenizer.decode     {bare_ms:8.2f} ms")
     for name, fn in stages.items():
-        print(f"  {name:<22}  {_median_ms(fn, args.repeats):8.2f} ms")
+        print(f"  {name:<22}  {median_ms(fn, args.repeats):8.2f} ms")
     print(f"pipeline without judge    {pipe_ms:8.2f} ms")
     print(f"ratio pipeline / bare     {pipe_ms / bare_ms:8.2f}x  (target <= 4x)")
 

@@ -98,9 +98,9 @@ def test_truncated_multibyte_at_the_end_is_replaced(bpe: LoadedTokenizer) -> Non
     assert trace.text.endswith("\ufffd")
 
 
-def test_metaspace_tokenizer_uses_the_incremental_decoder(metaspace_dir: Path) -> None:
+def test_metaspace_tokenizer_decodes_through_its_piece_table(metaspace_dir: Path) -> None:
     tok = TokenizerCache().get(str(metaspace_dir))
-    assert not tok.byte_level
+    assert not tok.byte_level and tok.decoder_kind == "piece-table"
     text = "Let me compute 17 × 24 = 408 😀 and \\boxed{-5}.\nNext line"
     ids = tok.hf.encode(text, add_special_tokens=False)
     trace = tok.decode(ids)

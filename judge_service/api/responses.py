@@ -3,7 +3,8 @@
 A result of a 131k-token rollout is ~0.5 MB of JSON (per-token credit and
 advantage, dense). FastAPI would validate and serialise it on the event loop,
 stalling every other request (`/healthz` included) for tens of milliseconds or
-more; pydantic's own `model_dump_json` in a worker thread writes the same bytes.
+more; `dump_json` (orjson, the same JSON as pydantic's `model_dump_json`) writes it, in
+a worker thread when large.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from judge_service.pipeline import OFFLOAD_TOKENS
+from judge_service.wire_json import dump_json
 
 
 async def json_response(model: BaseModel, num_tokens: int) -> Response:
     """`model` as the route's declared response (None fields left out)."""
     if num_tokens >= OFFLOAD_TOKENS:
-        body = await asyncio.to_thread(model.model_dump_json, exclude_none=True)
+        body = await asyncio.to_thread(dump_json, model)
     else:
-        body = model.model_dump_json(exclude_none=True)
+        body = dump_json(model)
     return Response(content=body, media_type="application/json")

@@ -101,6 +101,35 @@ def build_metaspace_bpe(directory: Path | str, *, vocab_size: int = 400) -> Path
     return path
 
 
+def build_wordpiece(directory: Path | str, *, vocab_size: int = 500) -> Path:
+    """A BERT-style WordPiece tokenizer (``##`` continuations, decoder cleanup)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials)
+    tokenizer.train_from_iterator(
+        [*math_corpus(), "I don't think it's done, we've seen they're right. Isn't it?"],
+        trainer=trainer,
+    )
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+    )
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(path))
+    return path
+
+
 def synthetic_trace(num_tokens: int, *, seed: int = 0) -> tuple[Path, list[int]]:
     """A local byte-level tokenizer (in a temporary directory) and `num_tokens` ids of
     math-like lines sampled from the corpus: the benchmarks' long trace."""

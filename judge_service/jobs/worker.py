@@ -43,6 +43,7 @@ from judge_service.jobs.pulse import Pulse
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.store import StoreUnavailable
+from judge_service.wire_json import dump_json_str
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -317,7 +318,7 @@ class Worker:
         )
         self.judged += 1
         kind: FinishKind = "failed" if result.status == "failed" else "done"
-        data = result.model_dump_json(exclude_none=True)
+        data = dump_json_str(result)
         await self._until_ok(lambda: self.jobs.finish(entry, data, kind))
 
     async def _dead_letter(
@@ -327,7 +328,7 @@ class Worker:
         result = dead_letter_result(ids[0] if ids else f"#{entry.index}", attempts, last_error)
         record = dead_letter_record(entry, tenant, attempts, last_error, time.time())
         log.error("%s[%d] dead-lettered: %s", entry.job, entry.index, result.error)
-        data = result.model_dump_json(exclude_none=True)
+        data = dump_json_str(result)
         if await self._until_ok(lambda: self.jobs.finish(entry, data, "dead", record)):
             metrics.JOBS_DEAD_LETTERED.inc()
 

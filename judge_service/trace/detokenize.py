@@ -1,12 +1,13 @@
 """Decoding a policy's ids into a `Trace` with its own tokenizer, without re-tokenizing.
 
-Two decoders:
+Three decoders:
 
 * byte-level BPE (GPT-2, Llama 3, Qwen, DeepSeek): every id maps to a fixed byte
   string, so the trace is one join plus vectorised UTF-8 bookkeeping;
-* anything else (SentencePiece/Metaspace, WordPiece): incremental decoding over a
-  sliding window, as streaming detokenizers do, so that decoder rules that look
-  at neighbours (a stripped leading space, ``##`` joins) stay exact.
+* SentencePiece/Metaspace (with byte fallback) and WordPiece: a table of per-id
+  pieces (`piece_table.py`), exact for the decoder pipelines it recognises;
+* anything else: incremental decoding over a sliding window, as streaming
+  detokenizers do, so that decoder rules that look at neighbours stay exact.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy.typing as npt
 
 from judge_service.errors import TokenIdError
 from judge_service.trace.decode import Trace
+from judge_service.trace.piece_table import PieceTable, build_piece_table
 
 _REPLACEMENT = "\ufffd"
 
@@ -56,10 +58,20 @@ class LoadedTokenizer:
         self._byte_lengths: npt.NDArray[np.int64] | None = None
         self._known: npt.NDArray[np.bool_] | None = None
         self._build_byte_table()
+        self._pieces: PieceTable | None = None
+        if self._byte_table is None:
+            self._pieces = build_piece_table(hf_tokenizer, self.vocab_size)
 
     @property
     def byte_level(self) -> bool:
         return self._byte_table is not None
+
+    @property
+    def decoder_kind(self) -> str:
+        """Which decoder `decode` uses: "byte-level", "piece-table" or "incremental"."""
+        if self._byte_table is not None:
+            return "byte-level"
+        return "piece-table" if self._pieces is not None else "incremental"
 
     def _build_byte_table(self) -> None:
         backend = getattr(self.hf, "backend_tokenizer", None)
@@ -105,6 +117,10 @@ class LoadedTokenizer:
         self.check_ids(ids, field)
         if self._byte_table is not None:
             return self._decode_byte_level(ids)
+        if self._pieces is not None:
+            trace = self._pieces.decode(ids)
+            if trace is not None:
+                return trace
         return self._decode_incremental(ids)
 
     def _decode_byte_level(self, ids: npt.NDArray[np.int64]) -> Trace:
