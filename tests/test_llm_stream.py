@@ -16,7 +16,11 @@ import pytest
 from judge_service.errors import JudgeError
 from judge_service.judges.base import JudgeLimits
 from judge_service.judges.llm.judge import LLMJudgeOutcome, build_llm_judge
-from judge_service.judges.llm.openai_stream import NO_USAGE_NOTE
+from judge_service.judges.llm.openai_stream import (
+    CHARS_PER_TOKEN_BOUND,
+    NO_USAGE_NOTE,
+    OVERSIZE_NOTE,
+)
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.fakes import FakeProviderServer, Reply, call, openai_server, submit
 from tests.fakes.conformance import LLAMA_CPP_PYTHON
@@ -139,3 +143,27 @@ async def _wait_until(condition: Any, seconds: float) -> bool:
             return True
         await asyncio.sleep(0.02)
     return bool(condition())
+
+
+async def test_a_stream_past_its_size_bound_is_cut_and_read_as_cut_off(
+    bpe: LoadedTokenizer,
+) -> None:
+    # A server that ignores the cap field (llama-cpp-python reads only max_tokens) streams
+    # 20,000 characters; 64 tokens a turn bound the reply at 64 x 16 characters.
+    def steps(trace: Any) -> list[Reply]:
+        return [Reply(text="word " * 4000, output_tokens=5000), submit(valid_spans(trace))]
+
+    with openai_server(strict=LLAMA_CPP_PYTHON) as server:
+        outcome, _ = await _judge(
+            server,
+            bpe,
+            "oversize",
+            steps,
+            llm_openai_stream="on",
+            llm_openai_max_tokens_field="max_completion_tokens",
+            llm_max_tokens_per_call=64,
+        )
+    assert isinstance(outcome, LLMJudgeOutcome) and outcome.spans
+    first = next(e for e in outcome.transcript if e["type"] == "assistant")
+    assert first["stop_reason"] == "length" and OVERSIZE_NOTE in first["notes"]
+    assert 64 * CHARS_PER_TOKEN_BOUND < len(first["text"]) <= 64 * CHARS_PER_TOKEN_BOUND + 7

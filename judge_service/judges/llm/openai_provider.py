@@ -183,7 +183,7 @@ class OpenAIProvider(Provider):
             if self.stream:
                 # The SDK's timeout bounds each read, not the whole stream: bound it here.
                 async with asyncio.timeout(timeout_s):
-                    return await collect(response, where)
+                    return await collect(response, where, max_tokens)
         except openai.APIStatusError as exc:
             raise _status_error(exc, where) from exc
         except (openai.APITimeoutError, TimeoutError) as exc:

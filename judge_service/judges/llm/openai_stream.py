@@ -35,6 +35,10 @@ from judge_service.judges.llm.conversation import AssistantTurn, Completion, Too
 NO_USAGE_NOTE = (
     "the server streamed no usage: output tokens counted one per chunk, input tokens unknown"
 )
+OVERSIZE_NOTE = "the stream passed its size bound and was cut there, read as a cut-off reply"
+# Characters a reply may stream per token of its output cap: a server that ignores the cap
+# would otherwise grow the reply in memory until the deadline.
+CHARS_PER_TOKEN_BOUND = 16
 
 
 @dataclass
@@ -53,6 +57,8 @@ class StreamState:
     finish_reason: str | None = None
     usage: Any = None
     chunks_with_output: int = 0
+    chars: int = 0
+    oversize: bool = False
 
     def add(self, chunk: Any) -> None:
         if getattr(chunk, "usage", None) is not None:
@@ -64,6 +70,7 @@ class StreamState:
             produced = False
             if getattr(delta, "content", None):
                 self.text.append(delta.content)
+                self.chars += len(delta.content)
                 produced = True
             for part in getattr(delta, "tool_calls", None) or ():
                 call = self.calls.setdefault(part.index or 0, _PartialCall())
@@ -73,6 +80,7 @@ class StreamState:
                     call.name = call.name or (function.name or "")
                     if function.arguments:
                         call.arguments.append(function.arguments)
+                        self.chars += len(function.arguments)
                         produced = True
             self.chunks_with_output += produced
             if choice.finish_reason:
@@ -94,10 +102,10 @@ class StreamState:
             calls.append(
                 ToolCall(partial.id or f"call_{index}", partial.name, arguments, raw, error)
             )
-        notes: tuple[str, ...] = ()
+        notes: tuple[str, ...] = (OVERSIZE_NOTE,) if self.oversize else ()
         if self.usage is None:
             usage = Usage(output_tokens=self.chunks_with_output)
-            notes = (NO_USAGE_NOTE,)
+            notes = (*notes, NO_USAGE_NOTE)
         else:
             usage = usage_of(self.usage)
         return Completion(
@@ -124,14 +132,19 @@ def usage_of(usage: Any) -> Usage:
     )
 
 
-async def collect(stream: Any, where: str) -> Completion:
-    """Read `stream` (the SDK's AsyncStream) to its end. Cancelled (the deadline), it closes
-    the response first, so the server sees the client gone at its next chunk."""
+async def collect(stream: Any, where: str, max_tokens: int) -> Completion:
+    """Read `stream` (the SDK's AsyncStream) to its end, or to its size bound (then as a
+    reply cut off at the output limit). Cancelled (the deadline), it closes the response
+    first, so the server sees the client gone at its next chunk."""
     state = StreamState()
+    bound = max_tokens * CHARS_PER_TOKEN_BOUND
     try:
         chunks: AsyncIterator[Any] = stream.__aiter__()
         async for chunk in chunks:
             state.add(chunk)
+            if state.chars > bound:
+                state.oversize, state.finish_reason = True, "length"
+                break
     finally:
         await stream.close()
     return state.completion(where)
