@@ -10,9 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -23,16 +25,36 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def missing_dependencies(source: str, optional: Sequence[str]) -> list[str]:
+    """Of `optional` (installed here), those the checkout at `source` does not depend on:
+    its server must run without them, as it did in its own environment."""
+    declared = Path(source, "pyproject.toml").read_text(encoding="utf-8")
+    return [name for name in optional if f'"{name}' not in declared]
+
+
 @contextmanager
 def served(
-    env: dict[str, str], source: str | None = None, prefix: list[str] | None = None
+    env: dict[str, str],
+    source: str | None = None,
+    prefix: list[str] | None = None,
+    without: Sequence[str] = (),
 ) -> Iterator[str]:
     """The base URL of a server started with `env`; ``source`` serves the judge_service
     package of another checkout (e.g. a ``git worktree`` of an older commit); ``prefix``
-    runs the command under another (e.g. ``py-spy record -o OUT --``)."""
+    runs the command under another (e.g. ``py-spy record -o OUT --``); ``without`` names
+    modules the server must not import (a ``sitecustomize`` makes importing them fail, so
+    that uvicorn's "auto" choices fall back as they did before they were dependencies)."""
     port = free_port()
-    if source:  # (-m puts the working directory first on sys.path, then PYTHONPATH)
-        env = {**env, "PYTHONPATH": source}
+    paths = [source] if source else []  # (-m puts the cwd first on sys.path, then these)
+    if without:
+        shim = Path(tempfile.mkdtemp(prefix="serve-without-"))
+        (shim / "sitecustomize.py").write_text(
+            f"import sys\nfor name in {list(without)!r}:\n    sys.modules[name] = None\n",
+            encoding="utf-8",
+        )
+        paths.append(str(shim))
+    if paths:
+        env = {**env, "PYTHONPATH": os.pathsep.join(paths)}
     process = subprocess.Popen(
         [
             *(prefix or []),

@@ -15,8 +15,8 @@ JSON bytes) and ``response.json()``.
 
 ``--source DIR`` serves the judge_service package of another checkout (``git worktree add
 /tmp/old <commit>``), for before/after figures from one session. ``--profile OUT`` runs
-the server under ``py-spy record`` (speedscope JSON if OUT ends in .json, else a flame
-graph) while the 32k cases run.
+the server under ``py-spy record`` (speedscope JSON if OUT ends in .json, collapsed
+stacks if .txt, else a flame graph) while the 32k cases run.
 
 Targets: end to end at most 4x the bare decode for prose and 8x for arithmetic; throughput
 at least 2x the old commit's.
@@ -27,16 +27,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import random
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from _serve import free_port, served
+from _load import post_many
+from _serve import free_port, missing_dependencies, served
 from _timing import median_ms
 
 from judge_service.devtools.tokenizers import (
@@ -137,47 +138,24 @@ def ids_of(tokenizer: Any, text_of: Any, tokens: int) -> list[int]:
 async def throughput(
     url: str, tokenizer: str, ids: list[int], total: int, concurrency: int
 ) -> tuple[float, float, float]:
-    """Requests per second, p50 and p99 latency (ms) of `total` small uncached requests."""
-    latencies: list[float] = []
-    retried: list[int] = []
-    counter = iter(range(total))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+    """Requests per second, p50 and p99 latency (ms) of `total` small uncached requests,
+    sent by `_load.post_many` (keep-alive connections, one request in flight on each)."""
 
-        async def one(n: int) -> None:
-            body = {
-                "rollout": {
-                    "id": f"small-{n}",
-                    "problem": "What is 17 × 24?",
-                    "reference_answer": "408",
-                    "tokenizer": tokenizer,
-                    "response_token_ids": ids,
-                },
-                "options": {"use_cache": False},
-            }
-            began = time.perf_counter()
-            try:
-                response = await client.post("/v1/judge", json=body)
-            except httpx.TransportError:  # a keep-alive connection the server just closed
-                retried.append(n)
-                response = await client.post("/v1/judge", json=body)
-            response.json()
-            latencies.append((time.perf_counter() - began) * 1000)
-            if response.status_code != 200:
-                raise RuntimeError(f"{response.status_code}: {response.text[:300]}")
+    def body_of(n: int) -> bytes:
+        body = {
+            "rollout": {
+                "id": f"small-{n}",
+                "problem": "What is 17 × 24?",
+                "reference_answer": "408",
+                "tokenizer": tokenizer,
+                "response_token_ids": ids,
+            },
+            "options": {"use_cache": False},
+        }
+        return json.dumps(body).encode()
 
-        async def worker() -> None:
-            for n in counter:
-                await one(n)
-
-        for n in range(concurrency):  # warm up: connections, tokenizer, judge
-            await one(-1 - n)
-        latencies.clear()
-        began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - began
-    if retried:
-        print(f"  ({len(retried)} requests retried once after a transport error)", flush=True)
+    latencies, elapsed, cpu = await post_many(url, "/v1/judge", body_of, total, concurrency)
+    print(f"  client CPU {cpu:.2f} s of {elapsed:.2f} s wall", flush=True)
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
     return total / elapsed, statistics.median(latencies), p99
@@ -277,8 +255,10 @@ def main() -> None:
     prefix = None
     if args.profile:
         spy = Path(sys.executable).parent / "py-spy"
-        fmt = ["--format", "speedscope"] if args.profile.endswith(".json") else []
-        prefix = [str(spy), "record", "--rate", "250", "-o", args.profile, *fmt, "--"]
+        formats = {".json": "speedscope", ".txt": "raw"}
+        fmt = [f for suffix, f in formats.items() if args.profile.endswith(suffix)]
+        prefix = [str(spy), "record", "--rate", "250", "-o", args.profile]
+        prefix += [*(["--format", fmt[0]] if fmt else []), "--"]
     servers = {"after": args.source} if args.before else {"": args.source}
     if args.before:
         servers = {"before": args.before, **servers}
@@ -290,7 +270,10 @@ def main() -> None:
     for round_ in range(max(1, args.rounds if run_small else 1)):
         for label, source in servers.items():
             print(f"server {label or ''} {source or 'this checkout'}", flush=True)
-            with served(env, source, prefix) as url:
+            without = missing_dependencies(source, ("uvloop", "httptools")) if source else []
+            if without:
+                print(f"  (without {', '.join(without)}: not among its dependencies)", flush=True)
+            with served(env, source, prefix, without) as url:
                 if round_ == 0:
                     tables[label] = cases(url, args, dirs, hf, bare)
                 if run_small:

@@ -27,6 +27,10 @@ from judge_service.trace.markers import escape_chars, strip_markers
 IntArray = npt.NDArray[np.int64]
 
 _WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)
+# Whitespace by code point, for one gather instead of `np.isin`; every code from 0x3001 on
+# (U+3000 is the last whitespace) looks up the final, False entry.
+_IS_SPACE = np.zeros(0x3002, np.bool_)
+_IS_SPACE[_WHITESPACE] = True
 _SPACE = ord(" ")
 
 
@@ -36,6 +40,9 @@ def _fold_char(code: int) -> str:
     # characters the view escapes (e.g. a compatibility form of a bracket or control).
     char = chr(code)
     return escape_chars(unicodedata.normalize("NFKD", escape_chars(char)))
+
+
+_ASCII_FOLDS = np.array([_fold_char(c) != chr(c) for c in range(0x80)], np.bool_)
 
 
 def _codes(text: str) -> npt.NDArray[np.uint32]:
@@ -52,22 +59,28 @@ def _substitute(codes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.uint32], 
     origin = np.arange(n, dtype=np.int64)
     if n == 0:
         return codes, origin
-    distinct = np.unique(codes)
-    changed = {int(c): _fold_char(int(c)) for c in distinct.tolist()}
+    # Folding changes no printable ASCII char (NFKD leaves it, the view does not escape
+    # it), so only the rest is looked at: most traces are mostly ASCII.
+    candidates = np.flatnonzero((codes >= 0x80) | _ASCII_FOLDS[np.minimum(codes, 0x7F)])
+    if candidates.shape[0] == 0:
+        return codes, origin
+    changed = {c: _fold_char(c) for c in np.unique(codes[candidates]).tolist()}
     changed = {c: s for c, s in changed.items() if s != chr(c)}
     if not changed:
         return codes, origin
+    hit = np.isin(codes[candidates], np.fromiter(changed, np.uint32, len(changed)))
+    positions = candidates[hit]
+    at_codes = codes[positions]
+    sizes = np.ones(positions.shape[0], np.int64)
+    for code, replacement in changed.items():
+        sizes[at_codes == code] = len(replacement)
     lengths = np.ones(n, np.int64)
-    special = np.isin(codes, np.fromiter(changed, np.uint32, len(changed)))
-    positions = np.flatnonzero(special)
+    lengths[positions] = sizes
+    out = np.repeat(codes, lengths)  # the changed chars are overwritten below
+    extra = sizes - 1
+    starts = positions + np.cumsum(extra) - extra  # where each changed char's form begins
     for code, replacement in changed.items():
-        lengths[positions[codes[positions] == code]] = len(replacement)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    out = np.empty(int(lengths.sum()), np.uint32)
-    plain = ~special
-    out[starts[plain]] = codes[plain]
-    for code, replacement in changed.items():
-        at = starts[positions[codes[positions] == code]]
+        at = starts[at_codes == code]
         for k, char in enumerate(replacement):
             out[at + k] = ord(char)
     return out, np.repeat(origin, lengths)
@@ -90,7 +103,7 @@ def _escape_fences(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
 
 def _collapse(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
     """Which chars survive whitespace collapsing (the first of each run); spaces become ' '."""
-    space = np.isin(codes, _WHITESPACE)
+    space = _IS_SPACE[np.minimum(codes, 0x3001)]
     keep = ~space
     keep[1:] |= space[1:] & ~space[:-1]
     if space.shape[0]:
@@ -148,7 +161,7 @@ class FoldedText:
     def token_at(self, position: int) -> int:
         """The token owning the original char behind folded position `position`."""
         char = int(self.origin[position])
-        return int(np.searchsorted(self.char_ends, char, side="right"))
+        return int(self.char_ends.searchsorted(char, side="right"))
 
     def tokens_of(self, position: int, length: int) -> tuple[int, int]:
         """The token range ``[a, b)`` covering folded chars ``[position, position + length)``."""

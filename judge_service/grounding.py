@@ -1,27 +1,44 @@
-"""The arithmetic links of a trace that the exact checker proves false, found lazily.
+"""The arithmetic links of a trace's lines, found once per line and shared.
 
 Validation asks, for each span with a positive score, whether it contains a
 false ``a = b`` link (DESIGN "Span validation", grounding): the judge's word
 never outweighs a computation. The checker is the rules judge's
 (`judges.rules.claims.find_links`: exact numbers, anything doubtful skipped),
-run once per line and only on the lines such spans touch.
+run once per line and only on the lines someone asks about. The rules judge
+reads every line's links through the same object, so when it judges a trace,
+validation's grounding check finds them already parsed: both ask the same pure
+function of the same text, so sharing it trusts nobody's submission.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from judge_service.trace.decode import Trace
+
+if TYPE_CHECKING:
+    from judge_service.judges.rules.claims import Link
+
 _NEWLINE = re.compile("\n")
 
 
-class FalseLinks:
+class TraceLinks:
+    """The links of each line of `text` (lines as ``text.split("\\n")``, ``\\r`` stripped)."""
+
     def __init__(self, text: str) -> None:
         self.text = text
         self._line_starts: npt.NDArray[np.int64] | None = None
-        self._by_line: dict[int, list[tuple[int, int, str]]] = {}
+        self._by_line: dict[int, list[Link]] = {}
+        self._false: dict[int, list[tuple[int, int, str]]] = {}
+
+    @classmethod
+    def of(cls, trace: Trace) -> TraceLinks:
+        """The trace's one instance (see `Trace.derived`)."""
+        return trace.derived(cls, lambda: cls(trace.text))
 
     def _starts(self) -> npt.NDArray[np.int64]:
         if self._line_starts is None:
@@ -29,24 +46,36 @@ class FalseLinks:
             self._line_starts = np.asarray([0, *ends], np.int64)
         return self._line_starts
 
-    def _links(self, line: int) -> list[tuple[int, int, str]]:
+    def links(self, line: int, text: str | None = None) -> list[Link]:
+        """Every checkable link of line `line`, offsets relative to the line; `text` is the
+        line's text when the caller has it already."""
         found = self._by_line.get(line)
         if found is None:
             # Imported here: the rules package imports the judge interface, which imports
             # validation, which imports this module.
             from judge_service.judges.rules.claims import find_links
 
-            starts = self._starts()
-            base = int(starts[line])
-            stop = int(starts[line + 1]) if line + 1 < starts.shape[0] else len(self.text)
-            text = self.text[base:stop].rstrip("\r\n")
+            if text is None:
+                text = self._line(line)[1]
+            found = self._by_line[line] = find_links(text) if "=" in text else []
+        return found
+
+    def _line(self, line: int) -> tuple[int, str]:
+        starts = self._starts()
+        base = int(starts[line])
+        stop = int(starts[line + 1]) if line + 1 < starts.shape[0] else len(self.text)
+        return base, self.text[base:stop].rstrip("\r\n")
+
+    def _false_links(self, line: int) -> list[tuple[int, int, str]]:
+        found = self._false.get(line)
+        if found is None:
+            base, text = self._line(line)
             found = []
-            if "=" in text:
-                for link in find_links(text):
-                    if not link.holds and not link.trivial:
-                        a, b = link.left_start, link.right_end
-                        found.append((base + a, base + b, text[a:b]))
-            self._by_line[line] = found
+            for link in self.links(line, text):
+                if not link.holds and not link.trivial:
+                    a, b = link.left_start, link.right_end
+                    found.append((base + a, base + b, text[a:b]))
+            self._false[line] = found
         return found
 
     def inside(self, low: int, high: int) -> str | None:
@@ -54,10 +83,10 @@ class FalseLinks:
         if high <= low:
             return None
         starts = self._starts()
-        first = int(np.searchsorted(starts, low, side="right")) - 1
-        last = int(np.searchsorted(starts, high - 1, side="right")) - 1
+        first = int(starts.searchsorted(low, side="right")) - 1
+        last = int(starts.searchsorted(high - 1, side="right")) - 1
         for line in range(first, last + 1):
-            for a, b, text in self._links(line):
+            for a, b, text in self._false_links(line):
                 if low <= a and b <= high:
                     return text
         return None

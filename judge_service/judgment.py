@@ -124,8 +124,9 @@ def to_result(
         mask=weights,
     )
     span_scores = credit_mod.span_scores(judgment.spans, scores, resolved.min_confidence)
-    info = judgment.info.model_copy(deep=True)
-    if hit:
+    info = judgment.info
+    if hit:  # the stored judgment's info stays as it was: this result's copy changes
+        info = info.model_copy(deep=True)
         for spent in (info, info.attempt):
             if spent is not None:
                 spent.input_tokens = spent.cache_write_tokens = spent.cache_read_tokens = 0

@@ -16,9 +16,8 @@ import copy
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TypeVar
 
 from judge_service import credit as credit_mod
 from judge_service import metrics
@@ -36,6 +35,7 @@ from judge_service.judges.registry import build_judge
 from judge_service.judges.zero import NO_JUDGE, ZERO_JUDGE
 from judge_service.judgment import Judgment, add_usage, attempt_of, spent, to_result
 from judge_service.methods.reweight import Reweighter, check_rollout
+from judge_service.offload import off_loop
 from judge_service.resolve import Resolved, cache_key, resolve
 from judge_service.schemas import (
     BatchResponse,
@@ -105,30 +105,34 @@ class Engine:
         """Close what this engine holds open (the judges' HTTP clients)."""
         await self.judges.aclose()
 
-    def decode(self, rollout: Rollout, field: str = "") -> Trace:
-        """Decode a rollout's ids with its tokenizer; raises InputError naming the field
-        (a dotted path under `field`, the rollout's place in the request)."""
+    def decode(
+        self, rollout: Rollout, field: str = "", tokenizer: LoadedTokenizer | None = None
+    ) -> Trace:
+        """Decode a rollout's ids with its tokenizer (`tokenizer`, when the caller has it
+        loaded); raises InputError naming the field (a dotted path under `field`, the
+        rollout's place in the request)."""
         try:
-            return self._decode(rollout)
+            return self._decode(rollout, tokenizer)
         except (InputError, UnavailableError) as exc:
             raise exc.with_prefix(field) from exc
 
-    async def load_tokenizer(self, rollout: Rollout, field: str = "") -> None:
-        """Load the rollout's tokenizer (decode then finds it loaded) without holding a
-        thread of the loop's pool while the hub answers."""
+    async def load_tokenizer(self, rollout: Rollout, field: str = "") -> LoadedTokenizer | None:
+        """Load the rollout's tokenizer without holding a thread of the loop's pool while
+        the hub answers; None when the rollout names none (decode says so)."""
         name = rollout.tokenizer or self.settings.default_tokenizer
-        if name:
-            try:
-                await self.tokenizers.aget(name)
-            except (InputError, UnavailableError) as exc:
-                raise exc.with_prefix(field) from exc
+        if not name:
+            return None
+        try:
+            return await self.tokenizers.aget(name)
+        except (InputError, UnavailableError) as exc:
+            raise exc.with_prefix(field) from exc
 
     def _policy_tokenizer(self, rollout: Rollout) -> LoadedTokenizer | None:
         """The rollout's tokenizer, already loaded by `decode`."""
         name = rollout.tokenizer or self.settings.default_tokenizer
         return self.tokenizers.get(name) if name else None
 
-    def _decode(self, rollout: Rollout) -> Trace:
+    def _decode(self, rollout: Rollout, tokenizer: LoadedTokenizer | None) -> Trace:
         name = rollout.tokenizer or self.settings.default_tokenizer
         if not name:
             raise InputError(
@@ -142,7 +146,7 @@ class Engine:
                 "per rollout (JUDGE_MAX_TOKENS_PER_ROLLOUT)",
                 field="response_token_ids",
             )
-        return self.tokenizers.get(name).decode(rollout.response_token_ids)
+        return (tokenizer or self.tokenizers.get(name)).decode(rollout.response_token_ids)
 
     async def judge_one(
         self,
@@ -173,8 +177,11 @@ class Engine:
         judge.check_input(rollout, field)
         if resolved.reweight is not None:
             check_rollout(resolved.reweight, rollout, field)
-        await self.load_tokenizer(rollout, field)
-        trace = await asyncio.to_thread(self.decode, rollout, field)
+        tokenizer = await self.load_tokenizer(rollout, field)
+        trace = await off_loop(
+            len(rollout.response_token_ids),
+            functools.partial(self.decode, rollout, field, tokenizer),
+        )
         key = cache_key(
             rollout, rollout.tokenizer or self.settings.default_tokenizer or "", judge, resolved
         )
@@ -375,20 +382,6 @@ class Engine:
         failed = Result(id=rollout.id, status="failed", error=error)
         metrics.observe(failed)
         return failed, None
-
-
-# A trace this long costs milliseconds in each CPU-heavy step (marking, folding for
-# validation, credit and its encoding): those go to a thread so that no step holds the
-# event loop for long; shorter ones stay on the loop, where a thread hop costs more
-# than the work.
-OFFLOAD_TOKENS = 8192
-R = TypeVar("R")
-
-
-async def off_loop(num_tokens: int, work: Callable[[], R]) -> R:
-    if num_tokens >= OFFLOAD_TOKENS:
-        return await asyncio.to_thread(work)
-    return work()
 
 
 def _check_mask(rollout: Rollout, field: str) -> None:

@@ -38,14 +38,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from judge_service import spans as S
 from judge_service.folding import FoldedText, fold
-from judge_service.grounding import FalseLinks
+from judge_service.grounding import TraceLinks
 from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport
 from judge_service.trace.decode import Trace
-from judge_service.trace.markers import marker_positions
+from judge_service.trace.markers import marker_array
 
 __all__ = ["Rejection", "Span", "SpanLimits", "ValidationReport", "Validator", "validate_spans"]
 
@@ -74,12 +72,12 @@ class _TraceIndex:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        self.folded = FoldedText.build(trace.text, trace.offsets)
-        self.line_starts = np.asarray(marker_positions(trace), np.int64)
-        self.false_links = FalseLinks(trace.text)
+        self.folded = trace.derived(FoldedText, lambda: FoldedText.build(trace.text, trace.offsets))
+        self.line_starts = marker_array(trace)
+        self.false_links = TraceLinks.of(trace)
 
     def line_of(self, token: int) -> int:
-        return int(np.searchsorted(self.line_starts, token, side="right")) - 1
+        return int(self.line_starts.searchsorted(token, side="right")) - 1
 
     def where(self, quote: str) -> str:
         at = self.folded.text.find(quote)

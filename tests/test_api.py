@@ -6,6 +6,7 @@ import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import numpy as np
@@ -224,3 +225,30 @@ def test_group_rewards_without_a_reward_names_the_field(client: httpx.Client, bp
         "/v1/credit", json={"num_tokens": 3, "spans": [], "reward": 1.0, "group_rewards": []}
     )
     assert empty.status_code == 422 and empty.json()["field"] == "group_rewards"
+
+
+def test_a_small_request_resolves_no_dependency_in_the_thread_pool(bpe: Any) -> None:
+    """FastAPI runs a plain ``def`` dependency in its thread pool: a thread hop per
+    dependency per request, about a tenth of a small request's time (BENCHMARKS.md "End to
+    end"). The dependencies are ``async def``, so judging one small rollout sends nothing
+    there."""
+    import asyncio
+
+    from fastapi.dependencies import utils
+
+    app = create_app(Settings(default_tokenizer=str(bpe.name)))
+    ids = bpe.hf.encode("17 × 24 = 408.\n\\boxed{408}", add_special_tokens=False)
+    body = {"rollout": {"id": "r", "response_token_ids": ids}, "options": {"use_cache": False}}
+
+    async def judge() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://test") as client,
+        ):
+            return await client.post("/v1/judge", json=body)
+
+    with mock.patch.object(utils, "run_in_threadpool", wraps=utils.run_in_threadpool) as spy:
+        response = asyncio.run(judge())
+    assert response.status_code == 200 and response.json()["status"] == "ok"
+    assert spy.call_count == 0

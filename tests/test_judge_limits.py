@@ -180,7 +180,7 @@ def test_readyz_answers_quickly_when_redis_hangs(hung_redis: str) -> None:
 
 async def test_long_traces_are_worked_off_the_event_loop() -> None:
     """Marking, validation and credit of a long trace run in a thread; a short one's don't."""
-    from judge_service.pipeline import OFFLOAD_TOKENS, off_loop
+    from judge_service.offload import OFFLOAD_TOKENS, off_loop
 
     here = threading.get_ident()
     assert await off_loop(OFFLOAD_TOKENS - 1, threading.get_ident) == here

@@ -7,10 +7,14 @@ import itertools
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from judge_service.judges.rules import arithmetic
 from judge_service.judges.rules.arithmetic import (
     ParseError,
     TooLarge,
@@ -230,3 +234,51 @@ def test_lexer_offsets_cover_the_text() -> None:
     toks = lex(src)
     assert "".join(src[t.start : t.end] for t in toks) == src
     assert all(a.end == b.start for a, b in itertools.pairwise(toks))
+
+
+_LITERALS = ["0", "1", "2", "17", "24", "408", "3.5", "0.25", "1,234", "1,234.50", "05", ".5"]
+_LITERALS += ["9" * 150, "0.0", "007", "1,23"]
+_JOINERS = ["+", "-", "*", "/", "×", "÷", "−", "^", "%", "(", ")", "**", "²", "√", "="]
+
+
+def _full_parse(source: str) -> tuple[str, object]:
+    try:
+        parsed = arithmetic.parse_tokens(lex(source))
+    except ParseError as exc:
+        return "refused", type(exc)
+    return "value", (parsed.value, type(parsed.value), parsed.ops)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(
+        st.tuples(
+            st.sampled_from(["", "", "-", "+", "- -", "−"]),
+            st.sampled_from(_LITERALS),
+            st.sampled_from(_JOINERS[:7] * 4 + _JOINERS),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    gap=st.sampled_from(["", " "]),
+)
+def test_the_plain_number_path_agrees_with_the_full_parser(
+    parts: list[tuple[str, str, str]], gap: str
+) -> None:
+    """Sums and products of literals are evaluated in Python numbers; everything else, and
+    every refusal, is the full parser's: the two agree on value, its type, the operation
+    count and the kind of refusal."""
+    source = gap.join(f"{sign}{gap}{literal}{gap}{joiner}" for sign, literal, joiner in parts)
+    source = source[: -len(parts[-1][2]) or None]  # no joiner after the last literal
+    fast = _full_parse(source)
+    with mock.patch.object(arithmetic, "_parse_simple", lambda toks: None):
+        assert _full_parse(source) == fast, source
+
+
+def test_the_plain_number_path_takes_the_common_claims() -> None:
+    for source in ["17 × 24", "340 + 68", "-3 * 4 / 6", "1,234.5 - 0.5", "2 - - 3"]:
+        toks = [t for t in lex(source) if t.kind != "SPACE"]
+        assert arithmetic._parse_simple(toks) is not None, source
+    for source in ["2^3", "(1 + 2)", "50%", "05 + 1", "1 / 0", "2²"]:
+        toks = [t for t in lex(source) if t.kind != "SPACE"]
+        assert arithmetic._parse_simple(toks) is None, source

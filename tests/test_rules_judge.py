@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from judge_service.config import Settings
+from judge_service.judges.rules import claims, repetition
 from judge_service.judges.rules.answers import answers_match
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Result, Rollout
@@ -198,3 +202,29 @@ def test_answers_match(
     answer: str, reference: str | None, reward: float | None, expected: bool | None
 ) -> None:
     assert answers_match(answer, reference, reward) is expected
+
+
+def test_each_line_is_parsed_once_for_the_judge_and_validation(
+    engine: Engine, bpe: LoadedTokenizer
+) -> None:
+    """The rules judge and validation's grounding check read one trace's arithmetic links
+    through the same per-trace object (judge_service/grounding.py): each line is parsed
+    once, and grounding still sees the false link."""
+    text = "17 × 20 = 350.\nThen 350 + 68 = 418.\nSo 2 + 2 = 4.\nNo claim here.\n\\boxed{418}"
+    with mock.patch.object(claims, "find_links", wraps=claims.find_links) as spy:
+        result, _ = _judge(engine, bpe, text, reference_answer="408")
+    parsed = [call.args[0] for call in spy.call_args_list]
+    assert sorted(parsed) == ["17 × 20 = 350.", "So 2 + 2 = 4.", "Then 350 + 68 = 418."]
+    assert _label_of(result, "17 × 20 = 350") == "invalid"
+    assert _label_of(result, "2 + 2 = 4") == "valid_progress"
+    assert not result.rejected_spans
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from([*"aZ9 _.,/^*+=-'İı\u0307Σσ×·Straße"]), max_size=40))
+def test_sentence_words_lowered_whole_or_word_by_word_alike(sentence: str) -> None:
+    """`normalise` lowers an ASCII sentence in one call; beyond ASCII it lowers word by word,
+    as before ("İ" lowers to two chars, and a final sigma depends on what follows)."""
+    words = [w.lower() for w in repetition._WORD.findall(sentence)]
+    assert repetition.normalise(sentence) == words
+    assert repetition.normalise("İstanbul is far") == ["i̇stanbul", "is", "far"]

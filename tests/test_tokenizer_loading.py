@@ -426,3 +426,22 @@ def test_unavailable_carries_retry_after() -> None:
         7,
         503,
     )
+
+
+def test_a_loaded_listed_name_is_served_without_the_disk_and_a_root_name_is_not(
+    tmp_path: Path,
+) -> None:
+    """A name admitted as written (default or listed) is served from the cache with no stat
+    of its directory; one admitted for lying under a root is resolved every time, so once
+    its directory is gone it is refused as before."""
+    listed = build_byte_level_bpe(tmp_path / "listed")
+    rooted = build_byte_level_bpe(tmp_path / "roots" / "rooted")
+    policy = TokenizerPolicy(allowed=[str(listed)], roots=[str(tmp_path / "roots")])
+    cache = TokenizerCache(policy=policy)
+    first = cache.get(str(listed))
+    assert cache.get(str(rooted)).vocab_size > 0
+    shutil.rmtree(listed)
+    shutil.rmtree(rooted)
+    assert cache.get(str(listed)) is first
+    with pytest.raises(TokenizerError, match="no tokenizer directory"):
+        cache.get(str(rooted), "rollout.tokenizer")

@@ -14,7 +14,7 @@ import asyncio
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from judge_service.pipeline import OFFLOAD_TOKENS
+from judge_service.offload import OFFLOAD_TOKENS
 from judge_service.wire_json import dump_json
 
 

@@ -11,6 +11,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log a line per request (off by default: at hundreds of small requests a "
+        "second its formatting was ~8%% of the server's time; /metrics counts requests)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -19,5 +25,16 @@ def run(args: argparse.Namespace) -> int:
 
     from judge_service.api.app import create_app
 
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    # loop/http "auto" take uvloop and httptools (main dependencies) where they import:
+    # under the pure-Python h11 parser, its protocol was ~17% of the server's samples on
+    # small requests (BENCHMARKS.md "End to end").
+    uvicorn.run(
+        create_app(),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        loop="auto",
+        http="auto",
+    )
     return 0

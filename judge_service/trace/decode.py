@@ -8,10 +8,14 @@ completes it; the tokens before it own an empty range.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+D = TypeVar("D")
 
 
 @dataclass(frozen=True, eq=False)
@@ -19,6 +23,18 @@ class Trace:
     token_ids: npt.NDArray[np.int64]
     text: str
     offsets: npt.NDArray[np.int64]  # length T + 1, non-decreasing, offsets[0] == 0
+    # What several steps derive from the trace (marker positions, the folded text, each
+    # line's arithmetic links), computed by the first step that needs it: see `derived`.
+    memo: dict[object, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def derived(self, key: object, compute: Callable[[], D]) -> D:
+        """`compute()`, once per trace and `key`: the judge's view, validation and the rules
+        judge share one copy. Values are read-only by convention (arrays are marked so)."""
+        try:
+            value: D = self.memo[key]
+        except KeyError:
+            value = self.memo[key] = compute()
+        return value
 
     @property
     def num_tokens(self) -> int:
@@ -43,8 +59,8 @@ class Trace:
         if char_end <= char_start:
             raise ValueError("empty char range")
         ends = self.offsets[1:]
-        first = int(np.searchsorted(ends, char_start, side="right"))
-        last = int(np.searchsorted(ends, char_end - 1, side="right"))
+        first = int(ends.searchsorted(char_start, side="right"))
+        last = int(ends.searchsorted(char_end - 1, side="right"))
         while first > 0 and self.offsets[first - 1] == self.offsets[first]:
             first -= 1
         return first, last + 1

@@ -128,10 +128,15 @@ class TokenizerPolicy:
             | {os.path.realpath(os.path.expanduser(r)) for r in roots}
         )
 
+    def admits_by_name(self, name: str) -> bool:
+        """Whether `name` is admitted as written (the default, or listed exactly), whatever
+        the disk holds."""
+        return name == self.default or name in self.allowed
+
     def resolve(self, name: str, field: str) -> Source:
         """The source to load `name` from; TokenizerError (422) when this server refuses it."""
         check_name(name, field)
-        if name == self.default or name in self.allowed:
+        if self.admits_by_name(name):
             return trusted_source(name)
         # Relative names resolve against the working directory, as transformers does. The
         # lexical check comes first, so a path outside every root is never looked at.

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from judge_service.trace.decode import Trace
 
@@ -70,6 +71,23 @@ class MarkedView:
 
 def marker_positions(trace: Trace, every: int = DEFAULT_EVERY) -> list[int]:
     """Token indices that get a marker: line starts, and every `every` tokens in between."""
+    positions: list[int] = marker_array(trace, every).tolist()
+    return positions
+
+
+def marker_array(trace: Trace, every: int = DEFAULT_EVERY) -> npt.NDArray[np.int64]:
+    """`marker_positions` as a read-only array, computed once per trace (the view, the
+    validator's line index and the rules judge's span shaping all need it)."""
+    return trace.derived(("markers", every), lambda: _frozen(_marker_positions(trace, every)))
+
+
+def _frozen(positions: list[int]) -> npt.NDArray[np.int64]:
+    array = np.asarray(positions, np.int64)
+    array.setflags(write=False)
+    return array
+
+
+def _marker_positions(trace: Trace, every: int) -> list[int]:
     n = trace.num_tokens
     if n == 0:
         return []
@@ -90,7 +108,7 @@ def mark(
 ) -> MarkedView:
     """The marked view of tokens ``[start, end)``; the first token always gets a marker."""
     stop = trace.num_tokens if end is None else end
-    positions = [p for p in marker_positions(trace, every) if start < p < stop]
+    positions = [p for p in marker_array(trace, every).tolist() if start < p < stop]
     cuts = [start, *positions, stop]
     # Escaped whole (one char for one), so a fence run split by a marker is still caught.
     chars = trace.offsets[cuts].tolist()

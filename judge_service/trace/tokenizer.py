@@ -164,6 +164,15 @@ class TokenizerCache:
 
     def _join(self, name: str, field: str) -> LoadedTokenizer | _Load:
         """The loaded tokenizer, or the load to wait for (started here if none is)."""
+        if self.policy is None or self.policy.admits_by_name(name):
+            # Such a name is admitted whatever is on disk, so a loaded one needs no stat of
+            # its directory (two per request, BENCHMARKS.md "End to end"); a name under the
+            # roots is resolved every time, so a directory removed since is refused.
+            with self._lock:
+                loaded = self._items.get(name)
+                if loaded is not None:
+                    self._items.move_to_end(name)
+                    return loaded
         if self.policy is not None:
             source = self.policy.resolve(name, field)
         else:

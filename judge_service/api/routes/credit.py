@@ -13,7 +13,7 @@ from judge_service.api.responses import json_response
 from judge_service.api.routing import OffLoopBodyRoute
 from judge_service.config import Settings
 from judge_service.errors import InputError, LimitError
-from judge_service.pipeline import OFFLOAD_TOKENS
+from judge_service.offload import OFFLOAD_TOKENS
 from judge_service.resolve import resolve
 from judge_service.schemas import (
     ERROR_RESPONSES,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 import sympy
@@ -110,31 +111,40 @@ _RADIC_INDEX = {"√": "2", "∛": "3", "∜": "4"}
 CLOSER = {"(": ")", "[": "]", "{": "}"}
 
 
+_new_token = tuple.__new__  # Token(...) without NamedTuple's Python-level __new__
+# Kinds whose text is not the raw match (None: no group matched, which the OTHER
+# alternative rules out, kept as OTHER all the same).
+_RENAMED = frozenset({OP, OPEN, CLOSE, SUP, RADIC, TEXT, "ELLIPSIS", "CMD", None})
+
+
 def lex(src: str) -> list[Token]:
     """Tokens of `src` with char offsets; every char belongs to exactly one token."""
     out: list[Token] = []
     append = out.append
     for m in _LEX.finditer(src):
         kind = m.lastgroup
-        raw = m.group()
+        text = m.group()
+        if kind in _RENAMED:
+            kind, text = _canonical(kind, text)
         start, end = m.span()
-        text = raw
-        if kind == OP:
-            text = _OP_CANON.get(raw, raw)
-        elif kind in (OPEN, CLOSE):
-            text = raw[-1]
-        elif kind == SUP:
-            text = raw.translate(_SUP_CANON)
-        elif kind == RADIC:
-            text = _RADIC_INDEX[raw]
-        elif kind == TEXT:
-            text = raw[raw.index("{") + 1 : -1]
-        elif kind == "ELLIPSIS":
-            kind, text = PUNCT, "..."
-        elif kind == "CMD":
-            kind = OTHER
-        append(Token(kind or OTHER, text, start, end))
+        append(_new_token(Token, (kind, text, start, end)))
     return out
+
+
+def _canonical(kind: str | None, raw: str) -> tuple[str, str]:
+    if kind == OP:
+        return kind, _OP_CANON.get(raw, raw)
+    if kind in (OPEN, CLOSE):
+        return kind, raw[-1]
+    if kind == SUP:
+        return kind, raw.translate(_SUP_CANON)
+    if kind == RADIC:
+        return kind, _RADIC_INDEX[raw]
+    if kind == TEXT:
+        return kind, raw[raw.index("{") + 1 : -1]
+    if kind == "ELLIPSIS":
+        return PUNCT, "..."
+    return OTHER, raw  # a command, or nothing matched
 
 
 class Parsed(NamedTuple):
@@ -151,11 +161,94 @@ def parse_tokens(tokens: Sequence[Token], percent: Any = PERCENT) -> Parsed:
         raise TooLarge("expression too long")
     if any(t.kind not in MATH_KINDS for t in toks):
         raise ParseError("not a purely numeric expression")
+    simple = _parse_simple(toks)
+    if simple is not None:
+        return simple
     parser = _Parser(toks, percent)
     value = parser.expr()
     if parser.i != len(toks):
         raise ParseError(f"unexpected {toks[parser.i].text!r}")
     return Parsed(value, parser.ops)
+
+
+_SIGNS = frozenset("+-")
+_PRODUCT_OPS = frozenset("*/")
+_SIMPLE_OPS = _SIGNS | _PRODUCT_OPS
+
+
+def _parse_simple(toks: Sequence[Token]) -> Parsed | None:
+    """The common case, literals joined by ``+ - * /`` with signs ("17 × 24", "340 + 68",
+    "-3 * 4 / 6"), in Python integers and fractions: about half the full parser's time.
+    The value and the operation count are the full parser's; None for anything else, and
+    for anything the full parser might refuse (a bad literal, division by zero, a size or
+    depth limit), which it then decides with its own error."""
+    total: int | Fraction = 0  # the sum of the finished terms
+    term: int | Fraction = 0  # the term being multiplied out
+    additive = "+"  # the operator before `term`
+    multiplicative = ""  # the operator before the next operand, inside `term`
+    ops = 0
+    i, n = 0, len(toks)
+    while True:
+        negative, signs = False, 0
+        while i < n and toks[i].kind == OP and toks[i].text in _SIGNS:
+            negative ^= toks[i].text == "-"
+            signs += 1
+            i += 1
+        if i >= n or toks[i].kind != NUM or signs >= MAX_DEPTH - 1:
+            return None
+        operand = _simple_literal(toks[i].text)
+        if operand is None:
+            return None
+        if negative:
+            operand = -operand
+        i += 1
+        if multiplicative == "*":
+            term = term * operand
+        elif multiplicative == "/":
+            if operand == 0:
+                return None
+            term = Fraction(term) / operand
+        else:
+            term = operand
+        if _too_big(term):
+            return None
+        if i == n:
+            break
+        t = toks[i]
+        if t.kind != OP or t.text not in _SIMPLE_OPS:
+            return None
+        i += 1
+        ops += 1
+        if t.text in _PRODUCT_OPS:
+            multiplicative = t.text
+            continue
+        total = total + term if additive == "+" else total - term
+        if _too_big(total):
+            return None
+        additive, multiplicative = t.text, ""
+    total = total + term if additive == "+" else total - term
+    if _too_big(total):
+        return None
+    if isinstance(total, Fraction):
+        return Parsed(sympy.Rational(total.numerator, total.denominator), ops)
+    return Parsed(sympy.Integer(total), ops)
+
+
+def _simple_literal(text: str) -> int | Fraction | None:
+    """`literal_value` in Python numbers; None where it would refuse the text."""
+    digits = text.replace(",", "")
+    whole, _, frac = digits.partition(".")
+    if len(whole) + len(frac) > MAX_LITERAL_DIGITS or (len(whole) > 1 and whole[0] == "0"):
+        return None
+    if not frac:
+        return int(whole or "0")
+    return Fraction(int(whole + frac), 10 ** len(frac))
+
+
+def _too_big(v: int | Fraction) -> bool:
+    if isinstance(v, int):
+        return v.bit_length() > MAX_BITS
+    return max(v.numerator.bit_length(), v.denominator.bit_length()) > MAX_BITS
 
 
 def parse_number_expr(src: str) -> Any:

@@ -26,20 +26,23 @@ It quotes evidence like any judge and its spans go through the same validation;
 
 from __future__ import annotations
 
-import asyncio
 import bisect
+import functools
 import re
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import sympy
 
 from judge_service import labels as L
+from judge_service.grounding import TraceLinks
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.rules.answers import answers_match, locate_final_answer, normalise_answer
 from judge_service.judges.rules.arithmetic import ParseError, parse_number_expr
-from judge_service.judges.rules.claims import Link, find_links
+from judge_service.judges.rules.claims import Link
 from judge_service.judges.rules.repetition import RepetitionIndex
 from judge_service.judges.rules.shape import TokenSpan, shape_spans
+from judge_service.offload import OFFLOAD_CHARS, off_loop
 from judge_service.spans import SpanLimits
 from judge_service.trace.decode import Trace
 
@@ -103,14 +106,27 @@ class Reading:
     false_links: list[tuple[int, int]]  # char ranges of every false link (for grounding)
 
 
-def _numbers(text: str) -> list[sympy.Rational]:
-    return [sympy.Rational(m.group()) for m in _NUMBER.finditer(text)]
-
-
-def _relation(*sides: str) -> tuple[sympy.Rational, ...]:
+def _relation(*sides: str) -> tuple[int | Fraction, ...]:
     """The numbers a claim relates, signs and order aside: "17 × 24 = 408", "24 × 17 = 408"
-    and "408 / 24 = 17" state one relation."""
-    return tuple(sorted(abs(n) for side in sides for n in _numbers(side)))
+    and "408 / 24 = 17" state one relation. Relations are only compared with each other,
+    so they hold Python numbers (exact, and a quarter of sympy's cost)."""
+    return tuple(sorted(_magnitude(m) for side in sides for m in _NUMBER.findall(side)))
+
+
+def _magnitude(number: str) -> int | Fraction:
+    if "." in number:
+        return abs(Fraction(number))
+    return abs(int(number))
+
+
+def _plain(number: str) -> int | Fraction:
+    """A number of the text (`_NUMBER`) exactly, as sympy.Rational(number) would be."""
+    return Fraction(number) if "." in number else int(number)
+
+
+def _as_plain(value: sympy.Expr) -> int | Fraction:
+    p, q = int(value.p), int(value.q)
+    return p if q == 1 else Fraction(p, q)
 
 
 def _normal(expression: str) -> str:
@@ -129,16 +145,31 @@ class _Reader:
     # Unrepaired false claims: the value of their left side -> the wrong values given.
     errors: dict[sympy.Expr, list[sympy.Expr]] = field(default_factory=dict)
     tainted: set[sympy.Expr] = field(default_factory=set)
+    # The rational tainted values as Python numbers: a sentence's numbers are looked up
+    # in it without making sympy numbers of them (a number in text is never irrational,
+    # and an irrational value never equals one).
+    tainted_numbers: set[int | Fraction] = field(default_factory=set)
     claims: set[tuple[str, sympy.Expr]] = field(default_factory=set)  # true: (left, value)
     # Relations established by true claims -> how often each was re-checked since.
-    rechecks: dict[tuple[sympy.Rational, ...], int] = field(default_factory=dict)
+    rechecks: dict[tuple[int | Fraction, ...], int] = field(default_factory=dict)
     repeats: RepetitionIndex = field(default_factory=RepetitionIndex)
 
     def _uses_tainted(self, text: str) -> bool:
-        return bool(self.tainted) and any(n in self.tainted for n in _numbers(text))
+        numbers = self.tainted_numbers
+        return bool(numbers) and any(_plain(m) in numbers for m in _NUMBER.findall(text))
 
-    def read_line(self, line: str, base: int) -> None:
-        claim_findings = self._claims(line, base) if "=" in line else []
+    def _taint(self, value: sympy.Expr) -> None:
+        self.tainted.add(value)
+        if value.is_Rational:
+            self.tainted_numbers.add(_as_plain(value))
+
+    def _untaint(self, values: list[sympy.Expr]) -> None:
+        self.tainted.difference_update(values)
+        self.tainted_numbers.difference_update(_as_plain(v) for v in values if v.is_Rational)
+
+    def read_line(self, line: str, base: int, links: list[Link]) -> None:
+        """Judge one line, given its arithmetic links (`claims.find_links`)."""
+        claim_findings = self._claims(links, base) if links else []
         self.findings.extend(claim_findings)
         strong = any(f.label != L.VALID_PROGRESS for f in claim_findings)
         for match in _sentences(line):
@@ -157,11 +188,11 @@ class _Reader:
     def _add(self, start: int, end: int, label: str) -> None:
         self.findings.append(Finding(start, end, label, CONFIDENCE[label]))
 
-    def _claims(self, line: str, base: int) -> list[Finding]:
+    def _claims(self, links: list[Link], base: int) -> list[Finding]:
         found: list[Finding] = []
         previous_end = -1
         sides: list[str] = []  # of the chain `a = b = c` the link belongs to
-        for link in find_links(line):
+        for link in links:
             chained = link.left_start < previous_end
             start = previous_end if chained else link.left_start
             previous_end = link.right_end
@@ -185,18 +216,18 @@ class _Reader:
                 or self._uses_tainted(link.left_text)
                 or self._uses_tainted(link.right_text)
             )
-            self.tainted.add(link.right_value)
+            self._taint(link.right_value)
             if dependent:
                 return L.UNSUPPORTED
             self.errors.setdefault(link.left_value, []).append(link.right_value)
             return L.INVALID
         repaired = self.errors.pop(link.left_value, None)
         if repaired:
-            self.tainted.difference_update(repaired)
+            self._untaint(repaired)
             self._establish(claim, sides, link.right_text)
             return L.VERIFIED_CORRECTION
         if self._uses_tainted(link.left_text):
-            self.tainted.add(link.right_value)
+            self._taint(link.right_value)
             return L.UNSUPPORTED
         if claim in self.claims:
             return L.UNPRODUCTIVE_REPETITION  # the same computation, done again
@@ -244,9 +275,12 @@ def _lines(text: str) -> list[tuple[int, str]]:
 
 def read_trace(request: JudgeRequest) -> Reading:
     reader = _Reader()
-    for base, line in _lines(request.trace.text):
+    # Through the trace's shared links: validation's grounding check then finds every
+    # line's links parsed already (judge_service/grounding.py).
+    links = TraceLinks.of(request.trace)
+    for number, (base, line) in enumerate(_lines(request.trace.text)):
         if line.strip():
-            reader.read_line(line, base)
+            reader.read_line(line, base, links.links(number, line))
     reading = Reading(reader.findings, reader.false_links)
     answer = locate_final_answer(request.trace.text, request.final_answer)
     if answer is None:
@@ -327,5 +361,9 @@ class RulesJudge(Judge):
         )
 
     async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
-        spans = await asyncio.to_thread(judge_spans, request, self.limits)
+        spans = await off_loop(
+            len(request.trace.text),
+            functools.partial(judge_spans, request, self.limits),
+            threshold=OFFLOAD_CHARS,
+        )
         return JudgeOutcome(spans=list(spans), turns=1)

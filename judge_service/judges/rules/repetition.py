@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 _WORD = re.compile(r"[^\W_]+(?:[.,/^*+=×·][^\W_]+)*", re.UNICODE)
+_ASCII_WORD = re.compile(r"[a-z0-9]+(?:[.,/^*+=][a-z0-9]+)*", re.ASCII)  # _WORD, lowered ASCII
 MIN_CHARS = 20
 MIN_WORDS = 4
 THRESHOLD = 0.8
@@ -20,13 +21,18 @@ MAX_POSTINGS = 256
 
 
 def normalise(sentence: str) -> list[str]:
+    if sentence.isascii():
+        # Lowercasing ASCII changes no char's class or length, so the whole sentence may
+        # be lowered first (one call, not one per word). Not so beyond ASCII: "İ" lowers
+        # to "i" and a combining dot, which would split the word.
+        return _ASCII_WORD.findall(sentence.lower())
     return [w.lower() for w in _WORD.findall(sentence)]
 
 
 def _shingles(words: list[str]) -> set[tuple[str, ...]]:
     if len(words) < 3:
         return {tuple(words)}
-    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+    return set(zip(words, words[1:], words[2:], strict=False))
 
 
 class RepetitionIndex:
@@ -46,18 +52,25 @@ class RepetitionIndex:
         if joined in self._exact:
             return True
         shingles = _shingles(words)
-        shared: Counter[int] = Counter()
-        for shingle in shingles:
-            shared.update(self._index.get(shingle, ()))
-        repeat = any(
-            count / (len(shingles) + self._sizes[other] - count) >= self.threshold
-            for other, count in shared.items()
-        )
+        index, size = self._index, len(shingles)
+        found = [postings for shingle in shingles if (postings := index.get(shingle))]
+        repeat = False
+        if found:  # most sentences of a trace share no trigram with an earlier one
+            shared: Counter[int] = Counter()
+            for postings in found:
+                shared.update(postings)
+            sizes, threshold = self._sizes, self.threshold
+            repeat = any(
+                count / (size + sizes[other] - count) >= threshold
+                for other, count in shared.items()
+            )
         self._exact.add(joined)
         unit = len(self._sizes)
-        self._sizes.append(len(shingles))
+        self._sizes.append(size)
         for shingle in shingles:
-            postings = self._index.setdefault(shingle, [])
-            if len(postings) < MAX_POSTINGS:
+            postings = index.get(shingle)
+            if postings is None:
+                index[shingle] = [unit]
+            elif len(postings) < MAX_POSTINGS:
                 postings.append(unit)
         return repeat

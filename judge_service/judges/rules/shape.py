@@ -27,12 +27,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from judge_service.folding import fold
 from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, SpanLimits
 from judge_service.trace.decode import Trace
-from judge_service.trace.markers import escape_view_text, marker_positions
+from judge_service.trace.markers import escape_view_text, marker_array
 
 __all__ = ["TokenSpan", "shape_spans"]
 
@@ -55,10 +53,10 @@ class TokenSpan:
 
 class _Lines:
     def __init__(self, trace: Trace) -> None:
-        self.starts = np.asarray(marker_positions(trace), np.int64)
+        self.starts = marker_array(trace)
 
     def of(self, token: int) -> int:
-        return int(np.searchsorted(self.starts, token, side="right")) - 1
+        return int(self.starts.searchsorted(token, side="right")) - 1
 
 
 def shape_spans(
