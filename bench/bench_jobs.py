@@ -1,12 +1,12 @@
 """Benchmark of jobs: one file of rollouts through 1, 2 and 4 worker processes, then again.
 
-A scripted Anthropic server (tests/fakes, in this process) answers every call after
-200 ms; each rollout is a two-call judge session (view_tokens, then submit_spans), so
-a worker with C rollouts in flight judges about C / 0.4 s rollouts per second and adding
-workers should add throughput. Each worker count gets its own Redis key prefix (its own
-queue and cache). Targets: at least 1.8x from 1 to 2 workers and 3x from 1 to 4. Then
-the same file is submitted again to the 4-worker deployment: every rollout must be a
-cache hit, with zero provider calls.
+A scripted Anthropic server (judge_service/devtools/scripted, in this process) answers
+every call after 200 ms; each rollout is a two-call judge session (view_tokens, then
+submit_spans), so a worker with C rollouts in flight judges about C / 0.4 s rollouts per
+second and adding workers should add throughput. Each worker count gets its own Redis
+key prefix (its own queue and cache). Targets: at least 1.8x from 1 to 2 workers and 3x
+from 1 to 4. Then the same file is submitted again to the 4-worker deployment: every
+rollout must be a cache hit, with zero provider calls.
 
 Workers are real ``judge-service worker`` processes on the Redis at --redis (default
 127.0.0.1:6379); the job is submitted through `JobService`, as ``POST /v1/jobs`` does.
@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from judge_service.config import Settings  # noqa: E402
+from judge_service.devtools.scripted import FakeProviderServer, anthropic_server  # noqa: E402
+from judge_service.devtools.scripted.jobs import MODEL, add_sessions, worker_settings  # noqa: E402
 from judge_service.devtools.tokenizers import build_byte_level_bpe  # noqa: E402
 from judge_service.jobs.queue import RedisJobStore  # noqa: E402
 from judge_service.jobs.service import JobService  # noqa: E402
@@ -41,8 +43,6 @@ from judge_service.pipeline import Engine  # noqa: E402
 from judge_service.schemas import JobRequestBody  # noqa: E402
 from judge_service.store.redis_store import RedisStore  # noqa: E402
 from judge_service.trace.tokenizer import TokenizerCache  # noqa: E402
-from tests.fakes import FakeProviderServer, anthropic_server  # noqa: E402
-from tests.jobs_support import MODEL, add_sessions, worker_settings  # noqa: E402
 
 DELAY_S = 0.2
 

@@ -32,6 +32,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from judge_service.config import Settings
+from judge_service.devtools.scripted import anthropic_server, call, submit
+from judge_service.devtools.scripted.harness import make_provider
+from judge_service.devtools.scripted.inprocess import ScriptedProvider
+from judge_service.devtools.scripted.script import ScriptBook
 from judge_service.devtools.tokenizers import MATH_CORPUS, build_byte_level_bpe
 from judge_service.judges import registry
 from judge_service.judges.base import JudgeLimits, JudgeRequest
@@ -46,10 +50,6 @@ from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace import mark
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
 from judge_service.validate import validate_spans
-from tests.fakes import anthropic_server, call, submit
-from tests.fakes.harness import make_provider
-from tests.fakes.inprocess import ScriptedProvider
-from tests.fakes.script import ScriptBook
 
 DELAY_S = 0.2
 CALLS = 6

@@ -11,13 +11,13 @@ call (see `sandbox.zygote` and `sandbox.isolation`). ``python -m sandbox``
 reads code on stdin and prints the result as JSON.
 """
 
+from sandbox.errors import SandboxUnavailable, ZygoteError
 from sandbox.isolation import IsolationReport
 from sandbox.policy import ALLOWED_MODULES, ISOLATED_ONLY_MODULES
-from sandbox.pool import Envelope, ZygoteError, ZygotePool
+from sandbox.pool import Envelope, ZygotePool
 from sandbox.result import ERROR_KINDS, ErrorKind, RunResult
 from sandbox.runner import (
     Sandbox,
-    SandboxUnavailable,
     default_sandbox,
     isolation_status,
     probe_isolation,

@@ -17,20 +17,14 @@ from typing import Any
 
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
+from sandbox.errors import CompileFailure, Forbidden, OutputLimit, Timeout
 from sandbox.isolation import IsolationReport
-from sandbox.policy import Forbidden, Importer, OutputBuffer, OutputLimit, Timeout, make_globals
+from sandbox.policy import Importer, OutputBuffer, make_globals
 from sandbox.result import ErrorKind, RunResult
 
 FILENAME = "<sandbox>"
 _VALUE = "__sandbox_value__"
 _MAX_MESSAGE = 2000
-
-
-class CompileFailure(Exception):
-    def __init__(self, kind: ErrorKind, message: str) -> None:
-        super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.message = message
 
 
 def compile_program(source: str) -> CodeType:

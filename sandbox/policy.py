@@ -31,6 +31,8 @@ from RestrictedPython.Guards import (
 )
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
+from sandbox.errors import Forbidden, OutputLimit
+
 ALLOWED_MODULES = ("math", "cmath", "fractions", "decimal", "itertools", "functools", "statistics")
 ISOLATED_ONLY_MODULES = ("sympy",)
 SANDBOX_MODULE_NAME = "sandbox_code"
@@ -52,22 +54,6 @@ _WITHHELD = (
     "open", "input", "eval", "exec", "compile", "globals", "locals", "vars", "dir", "type",
     "super", "memoryview", "breakpoint", "help", "exit", "quit", "delattr",
 )  # fmt: skip
-
-
-class Forbidden(BaseException):
-    """A guard refused an operation.
-
-    A BaseException so that ``except Exception`` in the untrusted code does not
-    turn a refusal into a silent success.
-    """
-
-
-class OutputLimit(BaseException):
-    """The code printed more than the cap."""
-
-
-class Timeout(BaseException):
-    """The code's time ran out (raised from a signal handler)."""
 
 
 class ModuleView:

@@ -24,17 +24,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.errors import FrameError, ZygoteError
 from sandbox.isolation import IsolationReport
-from sandbox.protocol import FrameError, read_frame, write_frame
+from sandbox.protocol import read_frame, write_frame
 
 logger = logging.getLogger(__name__)
 
 _RESPONSE_GRACE_S = 5.0
 _MAX_RESPONSE_BYTES = 8 << 20
-
-
-class ZygoteError(Exception):
-    """A zygote could not be started or stopped answering."""
 
 
 @dataclass(frozen=True)

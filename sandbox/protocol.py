@@ -16,15 +16,9 @@ import struct
 import time
 from typing import Any
 
+from sandbox.errors import FrameError, FrameTimeout
+
 _HEADER = struct.Struct(">I")
-
-
-class FrameError(Exception):
-    """The peer closed the pipe, sent garbage, or sent more than allowed."""
-
-
-class FrameTimeout(FrameError):
-    """The deadline passed before the frame was complete."""
 
 
 def _wait(fd: int, deadline: float | None, *, write: bool) -> None:

@@ -14,8 +14,9 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
+from sandbox.errors import SandboxUnavailable, ZygoteError
 from sandbox.isolation import IsolationReport
-from sandbox.pool import Envelope, ZygoteError, ZygotePool, zygote_env
+from sandbox.pool import Envelope, ZygotePool, zygote_env
 from sandbox.result import RunResult
 
 logger = logging.getLogger("sandbox")
@@ -24,10 +25,6 @@ IsolationSetting = Literal["auto", "require", "off"]
 _HANDLER = "sandbox.execute"
 # Past the child's own timer, the time it may take to report before it is killed.
 _KILL_GRACE_S = 1.0
-
-
-class SandboxUnavailable(RuntimeError):
-    """``isolation="require"`` and the OS layer cannot be built here."""
 
 
 class Sandbox:

@@ -41,8 +41,9 @@ from types import ModuleType
 from typing import Any
 
 from sandbox import isolation
+from sandbox.errors import FrameError, FrameTimeout
 from sandbox.isolation import IsolationReport, Limits
-from sandbox.protocol import FrameError, FrameTimeout, encode, read_frame, write_all, write_frame
+from sandbox.protocol import encode, read_frame, write_all, write_frame
 from sandbox.reaper import PidNamespaceReaper
 
 MAX_REQUEST_BYTES = 64 << 20

@@ -95,7 +95,7 @@ def example_rollouts() -> list[dict[str, object]]:
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, Any]]:
     """Scripted Anthropic and OpenAI servers on loopback, one pair per test module."""
-    from tests.fakes import anthropic_server, openai_server
+    from judge_service.devtools.scripted import anthropic_server, openai_server
 
     with anthropic_server() as anthropic, openai_server() as openai:
         yield {"anthropic": anthropic, "openai": openai}

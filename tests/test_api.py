@@ -252,3 +252,18 @@ def test_a_small_request_resolves_no_dependency_in_the_thread_pool(bpe: Any) -> 
         response = asyncio.run(judge())
     assert response.status_code == 200 and response.json()["status"] == "ok"
     assert spy.call_count == 0
+
+
+def test_a_default_judge_that_cannot_be_built_makes_the_server_not_ready() -> None:
+    """No judge runs short of a tool it was configured with: a tool the server cannot give
+    is a readiness failure naming it, not a judge quietly without it."""
+    settings = Settings(
+        default_judge="openai:some-model",
+        allowed_judges=["openai:*"],
+        llm_tools=["view_tokens", "run_python", "no_such_tool"],
+    )
+    with LiveServer(create_app(settings)) as live:
+        ready = httpx.get(live.url + "/readyz", timeout=10)
+    assert ready.status_code == 503 and ready.json()["ready"] is False
+    judge = ready.json()["checks"]["judge"]
+    assert judge["ok"] is False and "no_such_tool" in judge["error"]

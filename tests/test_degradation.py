@@ -13,10 +13,10 @@ import pytest
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
+from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
+from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
-from tests.fakes import FakeProviderServer, anthropic_server
-from tests.jobs_support import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import PrivateRedis, all_results, wait_job, wait_until
 
 ROLLOUTS = 12

@@ -16,16 +16,16 @@ import pytest
 import redis
 
 from judge_service.config import Settings
+from judge_service.devtools.scripted.jobs import stored_payloads
+from judge_service.errors import StoreUnavailable
 from judge_service.jobs import failover
 from judge_service.jobs.model import Entry, Takeover
 from judge_service.jobs.queue import RedisJobStore
 from judge_service.jobs.worker import Worker, WorkerConfig
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options
-from judge_service.store import StoreUnavailable
 from judge_service.store.redis_store import RedisStore
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.jobs_support import stored_payloads
 from tests.redis_support import drop_prefix, require_redis, unique_prefix
 
 OPTIONS = Options(judge="rules", deadline_s=30).model_dump_json(exclude_none=True)

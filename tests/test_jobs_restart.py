@@ -16,9 +16,9 @@ import httpx
 import pytest
 import redis
 
+from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
+from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, anthropic_server
-from tests.jobs_support import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import (
     ROOT,
     all_results,

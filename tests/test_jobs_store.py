@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from judge_service.errors import IdempotencyConflict
 from judge_service.jobs.memory_queue import MemoryJobStore
-from judge_service.jobs.model import CANCELLED, IdempotencyConflict, JobStore
+from judge_service.jobs.model import CANCELLED, JobStore
 from tests.redis_support import redis_job_store
 
 

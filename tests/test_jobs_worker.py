@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from judge_service.config import Settings
+from judge_service.devtools.scripted import FakeProviderServer, Hang, anthropic_server
+from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from judge_service.jobs.model import Entry, FinishKind
 from judge_service.jobs.queue import RedisJobStore
 from judge_service.jobs.service import JobService
@@ -23,8 +25,6 @@ from judge_service.pipeline import Engine
 from judge_service.schemas import JobRequestBody
 from judge_service.store.redis_store import RedisStore
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, Hang, anthropic_server
-from tests.jobs_support import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import drop_prefix, require_redis, unique_prefix
 
 

@@ -14,14 +14,21 @@ import numpy as np
 import pytest
 
 from judge_service.config import Settings
+from judge_service.devtools.scripted import FakeProviderServer, Fault, Hang, call
+from judge_service.devtools.scripted.harness import (
+    CORRECTION,
+    WRONG_STEP,
+    encode,
+    llm_settings,
+    phrase_span,
+    span,
+)
 from judge_service.judges import registry
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.llm.ratelimit import reset_shared_limiters
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, Fault, Hang, call
-from tests.fakes.harness import CORRECTION, WRONG_STEP, encode, llm_settings, phrase_span, span
 
 MODELS = {"anthropic": "anthropic:claude-test", "openai": "openai:gpt-test"}
 

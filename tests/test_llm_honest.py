@@ -20,6 +20,16 @@ import pytest
 from judge_service import metrics
 from judge_service.cli.main import main
 from judge_service.config import Settings
+from judge_service.devtools.scripted import FakeProviderServer, Fault, Hang, View, call
+from judge_service.devtools.scripted.harness import (
+    CORRECTION,
+    PROVIDERS,
+    WRONG_STEP,
+    encode,
+    llm_settings,
+    phrase_span,
+    span,
+)
 from judge_service.judges import registry
 from judge_service.judges.llm.conversation import Completion, Prompt, Turn
 from judge_service.judges.llm.judge import LLMJudge, endpoint
@@ -31,16 +41,6 @@ from judge_service.resolve import cache_key, resolve
 from judge_service.schemas import JudgeAttempt, JudgeInfo, Options, Rollout
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, Fault, Hang, View, call
-from tests.fakes.harness import (
-    CORRECTION,
-    PROVIDERS,
-    WRONG_STEP,
-    encode,
-    llm_settings,
-    phrase_span,
-    span,
-)
 
 pytestmark = pytest.mark.usefixtures("provider_keys")
 MODELS = {"anthropic": "anthropic:claude-test", "openai": "openai:gpt-test"}

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from judge_service.errors import InputError
+from judge_service.devtools.scripted.harness import make_request
+from judge_service.errors import InputError, RateLimitedError
 from judge_service.judges.base import Usage
 from judge_service.judges.llm import ratelimit
 from judge_service.judges.llm.pricing import PriceTable
 from judge_service.judges.llm.prompt import DEFAULT_PROMPTS_DIR, PromptSet, fence_id
-from judge_service.judges.llm.ratelimit import RateLimitedError, RateLimiter, retry_after_seconds
+from judge_service.judges.llm.ratelimit import RateLimiter, retry_after_seconds
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes.harness import make_request
 
 
 class FakeClock:

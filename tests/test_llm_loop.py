@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from judge_service.devtools.scripted.harness import (
+    CORRECTION,
+    WRONG_STEP,
+    checker,
+    judge_tools,
+    make_request,
+    span,
+)
+from judge_service.devtools.scripted.inprocess import ScriptedProvider
+from judge_service.devtools.scripted.script import Reply, ScriptBook, call, submit
 from judge_service.errors import BudgetError
 from judge_service.judges.base import JudgeLimits
 from judge_service.judges.llm.judge import LLMJudge
 from judge_service.judges.llm.loop import STOP_CONDITIONS, LoopConfig
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes.harness import CORRECTION, WRONG_STEP, checker, judge_tools, make_request, span
-from tests.fakes.inprocess import ScriptedProvider
-from tests.fakes.script import Reply, ScriptBook, call, submit
 
 
 def judge_for(book: ScriptBook, **config: float) -> LLMJudge:

@@ -17,10 +17,14 @@ from typing import Any
 
 import pytest
 
-from judge_service.judges.base import JudgeLimits
-from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, anthropic_server, call, openai_server, submit
-from tests.fakes.harness import (
+from judge_service.devtools.scripted import (
+    FakeProviderServer,
+    anthropic_server,
+    call,
+    openai_server,
+    submit,
+)
+from judge_service.devtools.scripted.harness import (
     CORRECTION,
     TRACE_TEXT,
     WRONG_STEP,
@@ -29,6 +33,8 @@ from tests.fakes.harness import (
     make_request,
     span,
 )
+from judge_service.judges.base import JudgeLimits
+from judge_service.trace.tokenizer import LoadedTokenizer
 
 LONG_TRACE = TRACE_TEXT.replace(
     "</think>", "Let me re-check: 17 × 24 = 408. Yes.\n" * 60 + "</think>"

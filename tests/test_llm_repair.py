@@ -11,13 +11,16 @@ from typing import Any
 
 import pytest
 
-from judge_service.errors import BudgetError, ProviderError
-from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.loop import LoopConfig
-from judge_service.trace import Trace
-from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import Call, FakeProviderServer, Fault, Reply, View, call, submit
-from tests.fakes.harness import (
+from judge_service.devtools.scripted import (
+    Call,
+    FakeProviderServer,
+    Fault,
+    Reply,
+    View,
+    call,
+    submit,
+)
+from judge_service.devtools.scripted.harness import (
     CORRECTION,
     PROVIDERS,
     WRONG_STEP,
@@ -29,6 +32,11 @@ from tests.fakes.harness import (
     tool_results,
     valid_spans,
 )
+from judge_service.errors import BudgetError, ProviderError
+from judge_service.judges.base import JudgeLimits
+from judge_service.judges.llm.loop import LoopConfig
+from judge_service.trace import Trace
+from judge_service.trace.tokenizer import LoadedTokenizer
 
 OCCURS = re.compile(r"the quote occurs at tokens \[(\d+), (\d+)\)")
 CUT = {"anthropic": "max_tokens", "openai": "length"}

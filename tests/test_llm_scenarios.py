@@ -11,13 +11,7 @@ import time
 
 import pytest
 
-from judge_service.errors import BudgetError
-from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome
-from judge_service.judges.llm.pricing import PriceTable
-from judge_service.trace import Trace, strip_markers
-from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import (
+from judge_service.devtools.scripted import (
     Call,
     FakeProviderServer,
     Reply,
@@ -25,7 +19,7 @@ from tests.fakes import (
     call,
     submit,
 )
-from tests.fakes.harness import (
+from judge_service.devtools.scripted.harness import (
     CORRECTION,
     INJECTION,
     PROVIDERS,
@@ -39,6 +33,12 @@ from tests.fakes.harness import (
     tool_results,
     valid_spans,
 )
+from judge_service.errors import BudgetError
+from judge_service.judges.base import JudgeLimits
+from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome
+from judge_service.judges.llm.pricing import PriceTable
+from judge_service.trace import Trace, strip_markers
+from judge_service.trace.tokenizer import LoadedTokenizer
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)

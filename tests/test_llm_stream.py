@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from judge_service.devtools.scripted import FakeProviderServer, Reply, call, openai_server, submit
+from judge_service.devtools.scripted.conformance import LLAMA_CPP_PYTHON
+from judge_service.devtools.scripted.harness import checker, llm_settings, make_request, valid_spans
 from judge_service.errors import JudgeError
 from judge_service.judges.base import JudgeLimits
 from judge_service.judges.llm.judge import LLMJudgeOutcome, build_llm_judge
@@ -22,9 +25,6 @@ from judge_service.judges.llm.openai_stream import (
     OVERSIZE_NOTE,
 )
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, Reply, call, openai_server, submit
-from tests.fakes.conformance import LLAMA_CPP_PYTHON
-from tests.fakes.harness import checker, llm_settings, make_request, valid_spans
 
 
 @pytest.fixture(autouse=True)

@@ -15,16 +15,17 @@ from typing import Any
 import pytest
 
 from judge_service import metrics
-from judge_service.errors import JudgeError, ProviderError
-from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome, build_llm_judge
-from judge_service.judges.llm.loop import LoopConfig
-from judge_service.judges.llm.openai_provider import OpenAIProvider
-from judge_service.judges.llm.ratelimit import RateLimiter
-from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import Call, FakeProviderServer, Fault, Hang, Reply, openai_server, submit
-from tests.fakes.conformance import LLAMA_CPP_PYTHON
-from tests.fakes.harness import (
+from judge_service.devtools.scripted import (
+    Call,
+    FakeProviderServer,
+    Fault,
+    Hang,
+    Reply,
+    openai_server,
+    submit,
+)
+from judge_service.devtools.scripted.conformance import LLAMA_CPP_PYTHON
+from judge_service.devtools.scripted.harness import (
     PROVIDERS,
     checker,
     judge_tools,
@@ -34,6 +35,13 @@ from tests.fakes.harness import (
     tool_results,
     valid_spans,
 )
+from judge_service.errors import JudgeError, ProviderError
+from judge_service.judges.base import JudgeLimits
+from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome, build_llm_judge
+from judge_service.judges.llm.loop import LoopConfig
+from judge_service.judges.llm.openai_provider import OpenAIProvider
+from judge_service.judges.llm.ratelimit import RateLimiter
+from judge_service.trace.tokenizer import LoadedTokenizer
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,25 @@ from typing import Any
 import pytest
 
 from judge_service.cli.main import main
+from judge_service.devtools.scripted import (
+    FakeProviderServer,
+    Fault,
+    Hang,
+    Reply,
+    View,
+    anthropic_server,
+    call,
+    openai_server,
+    submit,
+)
+from judge_service.devtools.scripted.harness import (
+    PROVIDERS,
+    encode,
+    make_provider,
+    make_request,
+    valid_spans,
+)
+from judge_service.devtools.scripted.server import Recorded
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.json_mode import (
     AutoToolModeProvider,
@@ -25,19 +44,6 @@ from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import (
-    FakeProviderServer,
-    Fault,
-    Hang,
-    Reply,
-    View,
-    anthropic_server,
-    call,
-    openai_server,
-    submit,
-)
-from tests.fakes.harness import PROVIDERS, encode, make_provider, make_request, valid_spans
-from tests.fakes.server import Recorded
 
 MODELS = {"anthropic": "claude-test", "openai": "gpt-test"}
 

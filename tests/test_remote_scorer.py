@@ -18,13 +18,9 @@ torch = pytest.importorskip("torch")
 
 from judge_service import credit as credit_mod  # noqa: E402
 from judge_service.config import Settings  # noqa: E402
-from judge_service.errors import InputError  # noqa: E402
+from judge_service.errors import InputError, RemoteScorerError  # noqa: E402
 from judge_service.methods.models import MODELS, check_model  # noqa: E402
-from judge_service.methods.remote import (  # noqa: E402
-    RemoteScorer,
-    RemoteScorerError,
-    parse_remote_spec,
-)
+from judge_service.methods.remote import RemoteScorer, parse_remote_spec  # noqa: E402
 from judge_service.methods.rescoring import response_logprobs  # noqa: E402
 from judge_service.pipeline import Engine  # noqa: E402
 from judge_service.probe.endings import ENDING_FAMILIES, encode_suffix  # noqa: E402

@@ -14,14 +14,9 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from judge_service.errors import ParseError, TooLarge
 from judge_service.judges.rules import arithmetic
-from judge_service.judges.rules.arithmetic import (
-    ParseError,
-    TooLarge,
-    has_operator,
-    lex,
-    parse_number_expr,
-)
+from judge_service.judges.rules.arithmetic import has_operator, lex, parse_number_expr
 
 R = sympy.Rational
 S2 = sympy.sqrt(2)

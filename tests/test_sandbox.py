@@ -17,8 +17,9 @@ import pytest
 
 import sandbox
 from sandbox import RunResult, Sandbox
+from sandbox.errors import FrameError, FrameTimeout
 from sandbox.isolation import is_sandbox_uid
-from sandbox.protocol import FrameError, FrameTimeout, read_frame, write_frame
+from sandbox.protocol import read_frame, write_frame
 
 REPO = Path(__file__).resolve().parent.parent
 

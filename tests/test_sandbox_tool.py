@@ -92,3 +92,22 @@ def test_default_construction_uses_the_settings(monkeypatch: pytest.MonkeyPatch)
         assert tool.sandbox is RunPythonTool().sandbox  # one pool for the process
     finally:
         get_settings.cache_clear()
+
+
+def test_the_judges_tools_take_the_judges_settings_not_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A judge built with explicit settings (an embedding application, a worker with its own)
+    gets tools with those limits, whatever JUDGE_* the process environment holds."""
+    from judge_service.config import Settings, get_settings
+    from judge_service.judges.llm.judge import default_tools
+
+    monkeypatch.setenv("JUDGE_SANDBOX_TIMEOUT_S", "9")
+    monkeypatch.setenv("JUDGE_SANDBOX_MEMORY_MB", "999")
+    get_settings.cache_clear()
+    try:
+        tools = default_tools(Settings(sandbox_timeout_s=1.5, sandbox_memory_mb=200))
+    finally:
+        get_settings.cache_clear()
+    python = next(tool for tool in tools if tool.name == "run_python")
+    assert (python.timeout_s, python.memory_mb) == (1.5, 200)  # type: ignore[attr-defined]

@@ -13,9 +13,10 @@ import pytest
 
 from judge_service import credit as credit_mod
 from judge_service.config import Settings
+from judge_service.errors import StoreUnavailable
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
-from judge_service.store import Store, StoreUnavailable, open_store
+from judge_service.store import Store, open_store
 from judge_service.store.memory import MemoryStore
 from judge_service.store.redis_store import RedisStore
 from judge_service.trace.tokenizer import LoadedTokenizer

@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from judge_service.config import Settings
+from judge_service.devtools.scripted import openai_server, submit
+from judge_service.devtools.scripted.harness import span
 from judge_service.judges.llm.judge import build_llm_judge
 from judge_service.judges.llm.prompt import DEFAULT_PROMPTS_DIR
 from judge_service.trace.tokenizer import TokenizerCache
-from tests.fakes import openai_server, submit
-from tests.fakes.harness import span
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "wheel-judge"

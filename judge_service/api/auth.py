@@ -24,13 +24,13 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from judge_service.buckets import LocalBuckets, burst_capacity
 from judge_service.config import Settings
+from judge_service.errors import AuthError, StoreUnavailable, TooManyRequests
 from judge_service.schemas import ErrorBody
-from judge_service.store import Store, StoreUnavailable
-from judge_service.store.memory import LocalBuckets
+from judge_service.store import Store
 
 OPEN_TENANT = "open"
-BURST_SECONDS = 10.0
 
 bearer = HTTPBearer(auto_error=False, description="One of the server's JUDGE_API_KEYS.")
 
@@ -38,19 +38,6 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or unknown API key."},
     429: {"model": ErrorBody, "description": "Over the per-key request limit; see retry-after."},
 }
-
-
-class AuthError(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class TooManyRequests(Exception):
-    def __init__(self, retry_after_s: float, rpm: float) -> None:
-        super().__init__(retry_after_s)
-        self.retry_after_s = retry_after_s
-        self.rpm = rpm
 
 
 def tenant_of(key: str) -> str:
@@ -75,7 +62,7 @@ class RequestLimiter:
         self.rpm = settings.api_rate_limit_rpm
         rate = (self.rpm or 0.0) / 60.0
         self.rate = rate
-        self.capacity = float(settings.api_rate_limit_burst or max(1.0, rate * BURST_SECONDS))
+        self.capacity = float(settings.api_rate_limit_burst or burst_capacity(rate))
         self._local = LocalBuckets()
 
     async def check(self, tenant: str) -> None:
@@ -85,7 +72,7 @@ class RequestLimiter:
         try:
             wait = await self.store.take_tokens(bucket, self.rate, self.capacity)
         except StoreUnavailable:
-            wait = self._local.take(bucket, self.rate, self.capacity)
+            wait = self._local.take_now(bucket, [("requests", self.rate, self.capacity, 1.0)])
         if wait > 0:
             raise TooManyRequests(wait, self.rpm)
 

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from judge_service.config import Settings
-    from judge_service.evaluation.records import RecordsError, read_cases
+    from judge_service.errors import RecordsError
+    from judge_service.evaluation.records import read_cases
     from judge_service.trace.tokenizer import TokenizerCache
 
     if not args.input.exists():

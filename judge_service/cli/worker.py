@@ -129,8 +129,9 @@ async def _work(name: str, concurrency: int | None) -> int:
 
 async def _healthcheck() -> int:
     from judge_service.config import get_settings
+    from judge_service.errors import StoreUnavailable
     from judge_service.jobs import open_job_store
-    from judge_service.store import StoreUnavailable, open_store
+    from judge_service.store import open_store
 
     settings = get_settings()
     store = open_store(settings)

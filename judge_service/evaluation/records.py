@@ -17,7 +17,7 @@ and field.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,13 +25,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from judge_service.bounds import Id, Text
-from judge_service.errors import InputError, UnavailableError
+from judge_service.errors import InputError, RecordsError, UnavailableError
 from judge_service.evaluation.segment import Segmented, segment_steps
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.schemas import Rollout
 from judge_service.trace.detokenize import LoadedTokenizer
 
-MAX_ERRORS_SHOWN = 20
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -92,17 +91,6 @@ class Case:
     @property
     def kind(self) -> str:
         return "processbench" if self.label is not None else "spans"
-
-
-class RecordsError(Exception):
-    """Bad lines in the eval file: every one of them, each naming its line and field."""
-
-    def __init__(self, errors: Sequence[str]) -> None:
-        shown = list(errors[:MAX_ERRORS_SHOWN])
-        if len(errors) > len(shown):
-            shown.append(f"... and {len(errors) - len(shown)} more")
-        super().__init__("\n".join(shown))
-        self.errors = list(errors)
 
 
 def read_cases(

@@ -14,12 +14,12 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from judge_service.errors import IdempotencyConflict
 from judge_service.jobs.model import (
     CANCELLED,
     Begin,
     Entry,
     FinishKind,
-    IdempotencyConflict,
     JobRecord,
     JobStore,
     QueueStats,

@@ -156,14 +156,6 @@ def dead_letter_record(
     )
 
 
-class IdempotencyConflict(Exception):
-    """The idempotency key names a job created from a different request body."""
-
-    def __init__(self, job_id: str) -> None:
-        super().__init__(job_id)
-        self.job_id = job_id
-
-
 class JobStore(ABC):
     shared: bool  # True when other processes (workers) can see the same jobs
 

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from prometheus_client import Gauge
 
 from judge_service import metrics
+from judge_service.errors import StoreUnavailable
 from judge_service.jobs.model import JobStore, QueueStats
-from judge_service.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

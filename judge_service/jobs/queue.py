@@ -31,6 +31,7 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
+from judge_service.errors import IdempotencyConflict
 from judge_service.jobs import scripts
 from judge_service.jobs.failover import RedisFailover
 from judge_service.jobs.model import (
@@ -38,7 +39,6 @@ from judge_service.jobs.model import (
     Begin,
     Entry,
     FinishKind,
-    IdempotencyConflict,
     JobRecord,
     JobStore,
     QueueStats,

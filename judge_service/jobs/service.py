@@ -14,27 +14,19 @@ import json
 
 from judge_service import credit as credit_mod
 from judge_service.config import Settings
-from judge_service.errors import InputError, LimitError
-from judge_service.jobs.model import (
-    CANCELLED,
+from judge_service.errors import (
+    ConflictError,
     IdempotencyConflict,
-    JobRecord,
-    JobStore,
-    cancelled_result,
+    InputError,
+    LimitError,
+    NotFoundError,
 )
+from judge_service.jobs.model import CANCELLED, JobRecord, JobStore, cancelled_result
 from judge_service.judges.base import JudgeLimits
 from judge_service.pipeline import Engine
 from judge_service.schemas import JobRequestBody, JobView, Options
 
 MAX_PAGE = 1000
-
-
-class NotFoundError(InputError):
-    status_code = 404
-
-
-class ConflictError(InputError):
-    status_code = 409
 
 
 class JobService:

@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from judge_service import metrics
 from judge_service.credit import GroupAdvantage
+from judge_service.errors import StoreUnavailable
 from judge_service.jobs.model import (
     CANCELLED,
     Entry,
@@ -42,7 +43,6 @@ from judge_service.jobs.model import (
 from judge_service.jobs.pulse import Pulse
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
-from judge_service.store import StoreUnavailable
 from judge_service.wire_json import dump_json_str
 
 log = logging.getLogger(__name__)

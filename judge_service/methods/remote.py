@@ -37,14 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from judge_service.errors import RemoteScorerError
 from judge_service.probe.endings import EncodedSuffix
 from judge_service.probe.scorer import CutScores, _check_cuts, _cut_scores
 
 PREFIX = "vllm:"
-
-
-class RemoteScorerError(Exception):
-    pass
 
 
 def parse_remote_spec(spec: str) -> tuple[str, str] | None:

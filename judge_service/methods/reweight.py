@@ -32,11 +32,11 @@ from typing import Literal
 import numpy as np
 
 from judge_service.config import Settings
-from judge_service.errors import InputError
+from judge_service.errors import InputError, StoreUnavailable
 from judge_service.methods.models import MODELS, ScorerModel, check_length, check_model
 from judge_service.methods.weights import FloatArray, bounded_weights
 from judge_service.schemas import ReweightOptions, Rollout
-from judge_service.store.base import Store, StoreUnavailable
+from judge_service.store.base import Store
 from judge_service.trace.decode import Trace
 from judge_service.trace.detokenize import LoadedTokenizer
 

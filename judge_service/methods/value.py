@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge_service import labels as L
 from judge_service.config import Settings
-from judge_service.errors import InputError, JudgeError, LimitError
+from judge_service.errors import InputError, LimitError, ValueJudgeError
 from judge_service.judges.base import Judge, JudgeLimits, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.methods.models import MODELS, ScorerModel, check_model
 from judge_service.trace.decode import Trace
@@ -39,10 +39,6 @@ if TYPE_CHECKING:
     from judge_service.schemas import Rollout
 
 MIN_QUOTE = 8  # the validator's shortest quote (or the whole span)
-
-
-class ValueJudgeError(JudgeError):
-    boundary = "value"
 
 
 def segments(trace: Trace, max_segments: int) -> list[tuple[int, int]]:

@@ -7,26 +7,18 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-
-class ProbeFileError(Exception):
-    pass
+from judge_service.errors import ProbeFileError
+from judge_service.jsonl import json_lines
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Objects of a JSONL file; ``{"rollout": {...}}`` lines are unwrapped. Bad lines raise."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProbeFileError(f"{path}:{number}: not JSON: {exc}") from exc
-            if not isinstance(item, dict):
-                raise ProbeFileError(f"{path}:{number}: not a JSON object")
-            if isinstance(item.get("rollout"), dict):
-                item = item["rollout"]
-            yield item
+    for number, item, bad_json in json_lines(path):
+        if bad_json is not None:
+            raise ProbeFileError(f"{path}:{number}: not JSON: {bad_json}") from bad_json
+        if not isinstance(item, dict):
+            raise ProbeFileError(f"{path}:{number}: not a JSON object")
+        yield item
 
 
 def write_jsonl(path: Path, items: Iterable[dict[str, Any]]) -> int:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from judge_service.config import Settings
-from judge_service.store.base import Store, StoreUnavailable
+from judge_service.errors import StoreUnavailable
+from judge_service.store.base import Store
 
 __all__ = ["Store", "StoreUnavailable", "open_store"]
 

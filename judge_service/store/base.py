@@ -16,10 +16,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 
-class StoreUnavailable(Exception):
-    """The store cannot be reached (Redis down or restarting); callers degrade or retry."""
-
-
 class Store(ABC):
     kind: str  # "memory" | "redis"
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+from judge_service.errors import StoreUnavailable
 from judge_service.judgment import Judgment
-from judge_service.store.base import Store, StoreUnavailable
+from judge_service.store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -2,41 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 
+from judge_service.buckets import LocalBuckets
 from judge_service.store.base import Store
-
-
-class LocalBucket:
-    """A token bucket in this process (the fallback when Redis is away, and the default)."""
-
-    def __init__(self, rate_per_s: float, capacity: float, now: float) -> None:
-        self.rate = rate_per_s
-        self.capacity = capacity
-        self.level = capacity
-        self.stamp = now
-
-    def take(self, now: float, amount: float = 1.0) -> float:
-        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
-        self.stamp = now
-        need = min(amount, self.capacity)
-        if self.level >= need:
-            self.level -= amount
-            return 0.0
-        return (need - self.level) / self.rate
-
-
-class LocalBuckets:
-    def __init__(self) -> None:
-        self._buckets: dict[str, LocalBucket] = {}
-
-    def take(self, bucket: str, rate_per_s: float, capacity: float) -> float:
-        now = time.monotonic()
-        state = self._buckets.get(bucket)
-        if state is None or state.rate != rate_per_s or state.capacity != capacity:
-            state = self._buckets[bucket] = LocalBucket(rate_per_s, capacity, now)
-        return state.take(now)
 
 
 class MemoryStore(Store):
@@ -73,4 +42,4 @@ class MemoryStore(Store):
         return True
 
     async def take_tokens(self, bucket: str, rate_per_s: float, capacity: float) -> float:
-        return self._buckets.take(bucket, rate_per_s, capacity)
+        return self._buckets.take_now(bucket, [("requests", rate_per_s, capacity, 1.0)])

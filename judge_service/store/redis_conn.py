@@ -41,7 +41,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ConstantBackoff
 
-from judge_service.store.base import StoreUnavailable
+from judge_service.errors import StoreUnavailable
 
 BREAKER_S = 1.0  # after a failure, fail without trying for this long
 GROUP = "judges"

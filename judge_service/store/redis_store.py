@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from judge_service.buckets import RedisBuckets
 from judge_service.store.base import Store
-from judge_service.store.buckets import RedisBuckets
 from judge_service.store.redis_conn import RedisConnection
 
 

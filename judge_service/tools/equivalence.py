@@ -77,7 +77,11 @@ class CheckEquivalenceTool(Tool):
         "The comparison is asymmetric: put the reference (expected) answer in 'reference'."
     )
 
-    def __init__(self, checker: EquivalenceChecker | None = None) -> None:
+    def __init__(
+        self, checker: EquivalenceChecker | None = None, *, settings: Settings | None = None
+    ) -> None:
+        """`settings`: the judge's (its limits, its shared checker); unset, the process's
+        environment, for a tool built on its own."""
         self.parameters: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -102,7 +106,8 @@ class CheckEquivalenceTool(Tool):
             "required": ["reference", "answer"],
             "additionalProperties": False,
         }
-        self.checker = checker if checker is not None else shared_checker(get_settings())
+        settings = settings or get_settings()
+        self.checker = checker if checker is not None else shared_checker(settings)
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         if not context.charge(self.name):

@@ -79,9 +79,12 @@ class RunPythonTool(Tool):
         self,
         sandbox: Sandbox | None = None,
         *,
+        settings: Settings | None = None,
         timeout_s: float | None = None,
         memory_mb: int | None = None,
     ) -> None:
+        """`settings`: the judge's (its limits and its shared sandbox); unset, the process's
+        environment, for a tool built on its own."""
         self.parameters: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -93,7 +96,7 @@ class RunPythonTool(Tool):
             "required": ["code"],
             "additionalProperties": False,
         }
-        settings = get_settings()
+        settings = settings or get_settings()
         self.sandbox = sandbox if sandbox is not None else shared_sandbox(settings)
         self.timeout_s = settings.sandbox_timeout_s if timeout_s is None else timeout_s
         self.memory_mb = settings.sandbox_memory_mb if memory_mb is None else memory_mb

@@ -11,10 +11,11 @@ from fastapi.responses import JSONResponse, Response
 
 import sandbox
 from judge_service import metrics
+from judge_service.errors import StoreUnavailable
 from judge_service.jobs.inprocess import InProcessWorker
 from judge_service.jobs.model import JobStore
 from judge_service.pipeline import Engine
-from judge_service.store import Store, StoreUnavailable
+from judge_service.store import Store
 
 router = APIRouter(tags=["health"])
 T = TypeVar("T")
@@ -55,7 +56,13 @@ async def readyz(request: Request) -> JSONResponse:
             error = "timed out" if isinstance(exc, TimeoutError) else str(exc)[:300]
             checks["default_tokenizer"] = {"ok": False, "name": name, "error": error}
             ready = False
-    checks["judge"] = {"ok": True, "default": engine.settings.default_judge}
+    default_judge = engine.settings.default_judge
+    try:  # built once and kept: a judge that cannot be built (a broken tool) is not ready
+        engine.judge_for(default_judge)
+        checks["judge"] = {"ok": True, "default": default_judge}
+    except Exception as exc:  # report, never crash the probe
+        checks["judge"] = {"ok": False, "default": default_judge, "error": str(exc)[:300]}
+        ready = False
     # The sandbox serves run_python; without its OS layer it still runs, refusing sympy,
     # so it is reported but does not make the service unready.
     try:

@@ -11,8 +11,7 @@ from fastapi.responses import HTMLResponse
 
 from judge_service.api.deps import SettingsDep, StoreDep, TenantDep
 from judge_service.config import Settings
-from judge_service.errors import InputError
-from judge_service.jobs.service import NotFoundError
+from judge_service.errors import InputError, NotFoundError
 from judge_service.judgment import Judgment, to_result
 from judge_service.resolve import resolve
 from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Options, Result

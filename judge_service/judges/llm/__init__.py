@@ -19,15 +19,14 @@ from judge_service.judges.llm.loop import STOP_CONDITIONS, LoopConfig, ToolLoop
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.pricing import Price, PriceTable
 from judge_service.judges.llm.prompt import PromptSet
-from judge_service.judges.llm.provider import ContextLengthError, Provider
-from judge_service.judges.llm.ratelimit import RateLimitedError, RateLimiter
+from judge_service.judges.llm.provider import Provider
+from judge_service.judges.llm.ratelimit import RateLimiter
 
 __all__ = [
     "STOP_CONDITIONS",
     "AnthropicProvider",
     "AssistantTurn",
     "Completion",
-    "ContextLengthError",
     "LLMJudge",
     "LLMJudgeOutcome",
     "LoopConfig",
@@ -37,7 +36,6 @@ __all__ = [
     "Prompt",
     "PromptSet",
     "Provider",
-    "RateLimitedError",
     "RateLimiter",
     "ToolCall",
     "ToolLoop",

@@ -28,13 +28,11 @@ with their signatures, and it refuses a forced tool_choice.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 import anthropic
 
-from judge_service.errors import ProviderError
 from judge_service.judges.base import Usage
 from judge_service.judges.llm.arguments import parse_arguments as parse_text_arguments
 from judge_service.judges.llm.conversation import (
@@ -44,15 +42,13 @@ from judge_service.judges.llm.conversation import (
     ToolCall,
     Turn,
 )
-from judge_service.judges.llm.provider import (
-    ContextLengthError,
-    Provider,
-    build_http_client,
-    clip,
-    is_context_length,
-    root_cause,
-)
+from judge_service.judges.llm.provider import clip
 from judge_service.judges.llm.ratelimit import RateLimiter
+from judge_service.judges.llm.sdk import SDKOptions, SDKProvider, sdk_error_table
+
+if TYPE_CHECKING:
+    from judge_service.config import Settings
+    from judge_service.judges.llm.servers import WireOptions
 
 
 def parse_arguments(value: object) -> tuple[dict[str, Any], str, str | None]:
@@ -62,62 +58,48 @@ def parse_arguments(value: object) -> tuple[dict[str, Any], str, str | None]:
     return parse_text_arguments(value if isinstance(value, str) else json.dumps(value))
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(SDKProvider[anthropic.AsyncAnthropic]):
     kind = "anthropic"
     default_base_url = "https://api.anthropic.com"
+    sdk_name = "Anthropic"
+    sdk_error = anthropic.AnthropicError
+    http_client_class = anthropic.DefaultAsyncHttpxClient
+    base_url_env = "ANTHROPIC_BASE_URL"
+    client_class = anthropic.AsyncAnthropic
+    errors = sdk_error_table(
+        status=anthropic.APIStatusError,
+        timeout=anthropic.APITimeoutError,
+        connection=anthropic.APIConnectionError,
+        other=anthropic.AnthropicError,
+    )
 
     def __init__(
         self,
         model: str,
         limiter: RateLimiter,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        max_retries: int = 2,
-        request_timeout_s: float = 120.0,
-        max_connections: int = 256,
         cache_ttl: Literal["5m", "1h"] = "5m",
-        temperature: float | None = None,
-        tool_choice: str = "auto",
-        reasoning_effort: str | None = None,
+        **options: Unpack[SDKOptions],
     ) -> None:
-        super().__init__(model, limiter, request_timeout_s)
-        self.base_url = base_url
-        self._api_key = api_key
-        self.max_retries = max_retries
-        self.max_connections = max_connections
+        super().__init__(model, limiter, **options)
         self.cache_control: dict[str, str] = {"type": "ephemeral", "ttl": cache_ttl}
-        self.temperature = temperature
-        self.tool_choice = tool_choice  # auto | required | a tool name
-        self.reasoning_effort = reasoning_effort
-        self._client: anthropic.AsyncAnthropic | None = None
 
-    def endpoint_url(self) -> str:
-        url = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or self.default_base_url
-        return url.rstrip("/")
+    @classmethod
+    def configured_base_url(cls, settings: Settings) -> str | None:
+        return settings.llm_anthropic_base_url
+
+    @classmethod
+    def settings_options(cls, settings: Settings, wire: WireOptions) -> dict[str, Any]:
+        return {"cache_ttl": settings.llm_cache_ttl}
 
     def cap_hint(self) -> str:
         return "the server ignores max_tokens (an Anthropic-compatible proxy?)"
 
-    def client(self) -> anthropic.AsyncAnthropic:
-        """Built on first use: a missing key is a provider error of one rollout, not a crash."""
-        if self._client is None:
-            try:
-                self._client = anthropic.AsyncAnthropic(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    max_retries=self.max_retries,
-                    timeout=self.request_timeout_s,
-                    http_client=build_http_client(
-                        anthropic.DefaultAsyncHttpxClient,
-                        self.limiter,
-                        self.max_connections,
-                        self.name,
-                    ),
-                )
-            except anthropic.AnthropicError as exc:
-                raise ProviderError(f"cannot build the Anthropic client: {exc}") from exc
-        return self._client
+    def status_detail(self, exc: BaseException) -> str:
+        if not isinstance(exc, anthropic.APIStatusError):
+            return super().status_detail(exc)
+        # The SDK reads error.message out of the body; its own message is the fallback.
+        return clip(exc.api_message or exc.message)
 
     def render(self, prompt: Prompt, history: Sequence[Turn]) -> dict[str, Any]:
         """The request body: a pure function of its arguments (prefix stability relies on it)."""
@@ -161,8 +143,7 @@ class AnthropicProvider(Provider):
         if self.temperature is not None:
             # Not a parameter of this SDK's create(); the API still reads it.
             extra["extra_body"] = {"temperature": self.temperature}
-        where = self.where()
-        try:
+        with self.sdk_errors(timeout_s):
             message = await self.client().messages.create(
                 model=self.model,
                 max_tokens=max_tokens,
@@ -171,23 +152,7 @@ class AnthropicProvider(Provider):
                 timeout=timeout_s,
                 **extra,
             )
-        except anthropic.APIStatusError as exc:
-            raise _status_error(exc, where) from exc
-        except anthropic.APITimeoutError as exc:
-            raise ProviderError(
-                f"no response from {where} within {timeout_s:.1f} s (timed out)"
-            ) from exc
-        except anthropic.APIConnectionError as exc:
-            raise ProviderError(
-                f"cannot connect to {self.endpoint_url()} (model {self.model}): {root_cause(exc)}"
-            ) from exc
-        except anthropic.AnthropicError as exc:
-            raise ProviderError(f"{type(exc).__name__} from {where}: {clip(str(exc))}") from exc
         return _completion(message)
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
 
 
 def _tool_choice(choice: str) -> dict[str, str]:
@@ -244,15 +209,3 @@ def _completion(message: anthropic.types.Message) -> Completion:
         ),
         stop_reason=str(message.stop_reason or ""),
     )
-
-
-def _status_error(exc: anthropic.APIStatusError, where: str) -> ProviderError:
-    status = exc.status_code
-    detail = clip(getattr(exc, "api_message", None) or exc.message)
-    if is_context_length(status, detail):
-        return ContextLengthError(f"context length exceeded (HTTP {status} from {where}): {detail}")
-    if status == 429:
-        return ProviderError(
-            f"rate limited (HTTP 429 from {where}) after the SDK's retries: {detail}"
-        )
-    return ProviderError(f"HTTP {status} from {where}: {detail}")

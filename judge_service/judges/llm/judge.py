@@ -15,7 +15,6 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import import_module
 
 from judge_service.config import Settings
 from judge_service.errors import InputError, JudgeError
@@ -29,12 +28,14 @@ from judge_service.judges.llm.pricing import PriceTable
 from judge_service.judges.llm.prompt import PromptSet, canonical_json
 from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import shared_limiter
-from judge_service.judges.llm.servers import json_response_format, wire_options
+from judge_service.judges.llm.servers import wire_options
 from judge_service.judges.llm.transcript import Transcript
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.resolve import span_limits
 from judge_service.spans import SpanLimits
 from judge_service.tools.base import Tool
+from judge_service.tools.equivalence import CheckEquivalenceTool
+from judge_service.tools.python import RunPythonTool
 from judge_service.tools.trace_tools import (
     SUBMIT_SPANS,
     SearchTraceTool,
@@ -44,13 +45,8 @@ from judge_service.tools.trace_tools import (
 
 log = logging.getLogger(__name__)
 
+
 # Tools of the sandbox issue, used when their modules exist: (module, class).
-OPTIONAL_TOOLS = (
-    ("judge_service.tools.python", "RunPythonTool"),
-    ("judge_service.tools.equivalence", "CheckEquivalenceTool"),
-)
-
-
 @dataclass
 class LLMJudgeOutcome(JudgeOutcome):
     pass
@@ -146,9 +142,8 @@ class LLMJudge(Judge):
         try:
             outcome = await self.loop.run(request, prompt, tools, check, transcript)
         except JudgeError as exc:
-            partial = getattr(exc, "partial", None)
-            if isinstance(partial, JudgeOutcome):
-                exc.partial = self._priced(partial)
+            if isinstance(exc.partial, JudgeOutcome):
+                raise exc.with_partial(self._priced(exc.partial)) from exc.__cause__
             raise
         return self._priced(outcome)
 
@@ -167,14 +162,15 @@ class LLMJudge(Judge):
 
 
 def default_tools(settings: Settings) -> list[Tool]:
-    """view_tokens, search_trace, and the sandbox tools if installed; narrowed by llm_tools."""
-    tools: list[Tool] = [ViewTokensTool(settings.llm_view_max_tokens), SearchTraceTool()]
-    for module_name, class_name in OPTIONAL_TOOLS:
-        try:
-            tool_class = getattr(import_module(module_name), class_name)
-            tools.append(tool_class())
-        except (ImportError, AttributeError):
-            log.debug("%s.%s not available; the judge runs without it", module_name, class_name)
+    """view_tokens, search_trace, run_python and check_equivalence, narrowed by llm_tools.
+    All four are part of the package: a broken one fails the import of this module, so no
+    LLM judge can be built and /readyz says why, never a judge quietly short of a tool."""
+    tools: list[Tool] = [
+        ViewTokensTool(settings.llm_view_max_tokens),
+        SearchTraceTool(),
+        RunPythonTool(settings=settings),
+        CheckEquivalenceTool(settings=settings),
+    ]
     if settings.llm_tools is not None:
         wanted = set(settings.llm_tools)
         unknown = wanted - {tool.name for tool in tools}
@@ -209,47 +205,17 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
     spec = f"{kind}:{model}"
     quota, rpm, tpm, concurrency = _rate_limit(settings, spec, kind)
     tools = default_tools(settings)
-    if kind not in ("anthropic", "openai"):
+    provider_classes: dict[str, type[AnthropicProvider] | type[OpenAIProvider]] = {
+        "anthropic": AnthropicProvider,
+        "openai": OpenAIProvider,
+    }
+    provider_class = provider_classes.get(kind)
+    if provider_class is None:
         raise InputError(f"unknown LLM provider {kind!r}", field="options.judge")
     wire = wire_options(settings, kind, spec, [SUBMIT_SPANS, *(t.name for t in tools)])
-    provider: Provider
-    if kind == "anthropic":
-        base_url = settings.llm_anthropic_base_url
-        limiter = shared_limiter(quota, base_url or "", rpm, tpm, concurrency)
-        provider = AnthropicProvider(
-            model,
-            limiter,
-            base_url=base_url,
-            max_retries=settings.llm_max_retries,
-            request_timeout_s=settings.llm_request_timeout_s,
-            max_connections=settings.llm_max_connections,
-            cache_ttl=settings.llm_cache_ttl,
-            temperature=settings.llm_temperature,
-            tool_choice=wire.tool_choice,
-            reasoning_effort=wire.reasoning_effort,
-        )
-    else:
-        base_url = settings.llm_openai_base_url
-        limiter = shared_limiter(quota, base_url or "", rpm, tpm, concurrency)
-        provider = OpenAIProvider(
-            model,
-            limiter,
-            base_url=base_url,
-            max_retries=settings.llm_max_retries,
-            request_timeout_s=settings.llm_request_timeout_s,
-            max_connections=settings.llm_max_connections,
-            send_prompt_cache_key=settings.llm_openai_prompt_cache_key,
-            max_tokens_field=wire.max_tokens_field,
-            temperature=settings.llm_temperature,
-            tool_choice=wire.tool_choice,
-            reasoning_effort=wire.reasoning_effort,
-            json_response_format=(
-                json_response_format(wire.profile)
-                if settings.llm_tool_mode != "native" and wire.profile.json_object
-                else None
-            ),
-            stream=wire.stream,
-        )
+    base_url = provider_class.configured_base_url(settings)
+    limiter = shared_limiter(quota, base_url or "", rpm, tpm, concurrency)
+    provider = provider_class.from_settings(model, limiter, settings, wire)
     return LLMJudge(
         with_tool_mode(provider, settings.llm_tool_mode),
         tools=tools,

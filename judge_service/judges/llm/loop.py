@@ -188,8 +188,7 @@ class ToolLoop:
             error = self._unrepaired_error(reason, failure, s)
         if error is not failure:
             transcript.error(s.turns, error.boundary, str(error))
-        error.partial = outcome
-        raise error
+        raise error.with_partial(outcome) from error.__cause__
 
     def _who(self) -> str:
         """``openai:smollm2 at 127.0.0.1:8080``: the judge and the endpoint, for errors."""

@@ -23,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import openai
 
-from judge_service.errors import ProviderError
+from judge_service.errors import ContextLengthError, ProviderError
 from judge_service.judges.llm.arguments import parse_arguments
 from judge_service.judges.llm.conversation import (
     AssistantTurn,
@@ -37,56 +37,68 @@ from judge_service.judges.llm.conversation import (
     Turn,
 )
 from judge_service.judges.llm.openai_stream import collect, usage_of
-from judge_service.judges.llm.provider import (
-    ContextLengthError,
-    Provider,
-    build_http_client,
-    clip,
-    is_context_length,
-    root_cause,
-)
+from judge_service.judges.llm.provider import clip
 from judge_service.judges.llm.ratelimit import RateLimiter
+from judge_service.judges.llm.sdk import (
+    CONTEXT_LENGTH,
+    ErrorRow,
+    SDKOptions,
+    SDKProvider,
+    sdk_error_table,
+)
 from judge_service.judges.llm.servers import MaxTokensField, profile_for
+from judge_service.judges.llm.servers import json_response_format as response_format_for
+
+if TYPE_CHECKING:
+    from judge_service.config import Settings
+    from judge_service.judges.llm.servers import WireOptions
 
 # Self-hosted servers usually need no key, but the SDK refuses to start without one.
 PLACEHOLDER_KEY = "not-needed"
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(SDKProvider[openai.AsyncOpenAI]):
     kind = "openai"
     default_base_url = "https://api.openai.com/v1"
+    sdk_name = "OpenAI"
+    sdk_error = openai.OpenAIError
+    http_client_class = openai.DefaultAsyncHttpxClient
+    base_url_env = "OPENAI_BASE_URL"
+    client_class = openai.AsyncOpenAI
+    errors = (
+        # OpenAI names the case in the body's error.code, whatever its message says.
+        ErrorRow(
+            openai.APIStatusError,
+            ContextLengthError,
+            CONTEXT_LENGTH,
+            test=lambda f: f.code == "context_length_exceeded",
+        ),
+        # asyncio's TimeoutError: the bound on a whole streamed reply (see _create).
+        *sdk_error_table(
+            status=openai.APIStatusError,
+            timeout=(openai.APITimeoutError, TimeoutError),
+            connection=openai.APIConnectionError,
+            other=openai.OpenAIError,
+        ),
+    )
 
     def __init__(
         self,
         model: str,
         limiter: RateLimiter,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        max_retries: int = 2,
-        request_timeout_s: float = 120.0,
-        max_connections: int = 256,
         send_prompt_cache_key: bool = True,
         max_tokens_field: MaxTokensField | None = None,
-        temperature: float | None = None,
-        tool_choice: str = "auto",
-        reasoning_effort: str | None = None,
         json_response_format: Mapping[str, object] | None = None,
         stream: bool = False,
+        **options: Unpack[SDKOptions],
     ) -> None:
-        super().__init__(model, limiter, request_timeout_s)
-        self.base_url = base_url
-        self._api_key = api_key
-        self.max_retries = max_retries
-        self.max_connections = max_connections
+        super().__init__(model, limiter, **options)
         self.send_prompt_cache_key = send_prompt_cache_key
         # Unset: max_completion_tokens for OpenAI itself, max_tokens for any other server.
         self.max_tokens_field: MaxTokensField = (
             max_tokens_field or profile_for("auto", self.endpoint_url()).max_tokens_field
         )
-        self.temperature = temperature
-        self.tool_choice = tool_choice  # auto | required | a tool name
-        self.reasoning_effort = reasoning_effort
         # JSON tool mode: a request without tools asks for one JSON object, which the
         # server enforces with a grammar (llama.cpp, vLLM, SGLang, Ollama) or its own
         # JSON mode (OpenAI); a small model otherwise answers prose, turn after turn.
@@ -94,11 +106,20 @@ class OpenAIProvider(Provider):
         # Streamed requests, so that one the service gave up on stops at the server
         # (openai_stream.py); the family table decides by default.
         self.stream = stream
-        self._client: openai.AsyncOpenAI | None = None
 
-    def endpoint_url(self) -> str:
-        url = self.base_url or os.environ.get("OPENAI_BASE_URL") or self.default_base_url
-        return url.rstrip("/")
+    @classmethod
+    def configured_base_url(cls, settings: Settings) -> str | None:
+        return settings.llm_openai_base_url
+
+    @classmethod
+    def settings_options(cls, settings: Settings, wire: WireOptions) -> dict[str, Any]:
+        json_mode = settings.llm_tool_mode != "native" and wire.profile.json_object
+        return {
+            "send_prompt_cache_key": settings.llm_openai_prompt_cache_key,
+            "max_tokens_field": wire.max_tokens_field,
+            "json_response_format": response_format_for(wire.profile) if json_mode else None,
+            "stream": wire.stream,
+        }
 
     def cap_hint(self) -> str:
         fields = ("max_completion_tokens", "max_tokens")
@@ -108,28 +129,29 @@ class OpenAIProvider(Provider):
             f"JUDGE_LLM_OPENAI_MAX_TOKENS_FIELD={other} (or JUDGE_LLM_SERVER to its family)"
         )
 
-    def client(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
-            if api_key is None and base_url:
-                api_key = PLACEHOLDER_KEY
-            try:
-                self._client = openai.AsyncOpenAI(
-                    api_key=api_key,
-                    base_url=base_url,
-                    max_retries=self.max_retries,
-                    timeout=self.request_timeout_s,
-                    http_client=build_http_client(
-                        openai.DefaultAsyncHttpxClient,
-                        self.limiter,
-                        self.max_connections,
-                        self.name,
-                    ),
-                )
-            except openai.OpenAIError as exc:
-                raise ProviderError(f"cannot build the OpenAI client: {exc}") from exc
-        return self._client
+    def credentials(self) -> tuple[str | None, str | None]:
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        base_url = self.base_url or os.environ.get(self.base_url_env)
+        if api_key is None and base_url:
+            api_key = PLACEHOLDER_KEY
+        return api_key, base_url
+
+    def status_detail(self, exc: BaseException) -> str:
+        """The server's own message: ``error.message`` of the body where there is one."""
+        if not isinstance(exc, openai.APIStatusError):
+            return super().status_detail(exc)
+        body = exc.body
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            message = inner.get("message") if isinstance(inner, dict) else inner
+            if isinstance(message, str) and message:
+                return clip(message)
+        if isinstance(body, str) and body:
+            return clip(body)
+        try:
+            return clip(exc.response.text) or exc.message
+        except Exception:  # a streamed body that cannot be read again
+            return clip(exc.message)
 
     def render(self, prompt: Prompt, history: Sequence[Turn]) -> dict[str, Any]:
         """The request body: a pure function of its arguments (prefix stability relies on it)."""
@@ -176,7 +198,7 @@ class OpenAIProvider(Provider):
             extra["stream"] = True
             extra["stream_options"] = {"include_usage": True}
         where = self.where()
-        try:
+        with self.sdk_errors(timeout_s):
             response = await self.client().chat.completions.create(
                 model=self.model, messages=body["messages"], timeout=timeout_s, **extra
             )
@@ -184,23 +206,7 @@ class OpenAIProvider(Provider):
                 # The SDK's timeout bounds each read, not the whole stream: bound it here.
                 async with asyncio.timeout(timeout_s):
                     return await collect(response, where, max_tokens)
-        except openai.APIStatusError as exc:
-            raise _status_error(exc, where) from exc
-        except (openai.APITimeoutError, TimeoutError) as exc:
-            raise ProviderError(
-                f"no response from {where} within {timeout_s:.1f} s (timed out)"
-            ) from exc
-        except openai.APIConnectionError as exc:
-            raise ProviderError(
-                f"cannot connect to {self.endpoint_url()} (model {self.model}): {root_cause(exc)}"
-            ) from exc
-        except openai.OpenAIError as exc:
-            raise ProviderError(f"{type(exc).__name__} from {where}: {clip(str(exc))}") from exc
         return _completion(response, where)
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
 
 
 def _tool_choice(choice: str) -> str | dict[str, Any]:
@@ -252,32 +258,3 @@ def _completion(response: Any, where: str) -> Completion:
         usage=usage_of(response.usage),
         stop_reason=str(choice.finish_reason or ""),
     )
-
-
-def _detail(exc: openai.APIStatusError) -> str:
-    """The server's own message: ``error.message`` of the body where there is one."""
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-        if isinstance(message, str) and message:
-            return clip(message)
-    if isinstance(body, str) and body:
-        return clip(body)
-    try:
-        return clip(exc.response.text) or exc.message
-    except Exception:  # a streamed body that cannot be read again
-        return clip(exc.message)
-
-
-def _status_error(exc: openai.APIStatusError, where: str) -> ProviderError:
-    code = exc.code if isinstance(getattr(exc, "code", None), str) else ""
-    status = exc.status_code
-    detail = _detail(exc)
-    if code == "context_length_exceeded" or is_context_length(status, detail):
-        return ContextLengthError(f"context length exceeded (HTTP {status} from {where}): {detail}")
-    if status == 429:
-        return ProviderError(
-            f"rate limited (HTTP 429 from {where}) after the SDK's retries: {detail}"
-        )
-    return ProviderError(f"HTTP {status} from {where}: {detail}")

@@ -40,14 +40,9 @@ from urllib.parse import urlsplit
 import httpx2
 
 from judge_service import metrics
-from judge_service.errors import ProviderError
+from judge_service.errors import RateLimitedError
 from judge_service.judges.llm.conversation import AssistantTurn, Completion, Prompt, Turn
-from judge_service.judges.llm.ratelimit import (
-    PAUSE_STATUSES,
-    RateLimitedError,
-    RateLimiter,
-    retry_after_seconds,
-)
+from judge_service.judges.llm.ratelimit import PAUSE_STATUSES, RateLimiter, retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +66,6 @@ CAP_SLACK_TOKENS = 16
 CAP_SLACK_SHARE = 0.02
 # Providers already warned about an ignored output cap (once per name and endpoint).
 _CAP_WARNED: set[tuple[str, str]] = set()
-
-
-class ContextLengthError(ProviderError):
-    """The request no longer fits the model's context window; never retried."""
 
 
 def clip(text: str, limit: int = DETAIL_CHARS) -> str:

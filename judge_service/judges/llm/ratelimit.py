@@ -35,26 +35,16 @@ import re
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from judge_service.errors import ProviderError
+from judge_service.buckets import Buckets, Demand, LocalBuckets, Quota
+from judge_service.errors import RateLimitedError, SlotTimeoutError
 
 log = logging.getLogger(__name__)
 
-# A bucket holds this many seconds' worth of its per-minute rate: short bursts pass,
-# a whole minute's quota never leaves at once (providers enforce limits continuously).
-BURST_SECONDS = 10.0
 PAUSE_STATUSES = frozenset({429, 503, 529})
-
-
-class RateLimitedError(ProviderError):
-    """The provider's rate limit leaves no room before the rollout's deadline."""
-
-
-class SlotTimeoutError(ProviderError):
-    """Every request slot of the provider stayed busy until the rollout's deadline."""
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
@@ -89,38 +79,6 @@ def _reset_seconds(value: str) -> float | None:
     except ValueError:
         return None
     return max(0.0, moment.timestamp() - time.time())
-
-
-class _Bucket:
-    def __init__(self, per_minute: float, now: float) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = max(1.0, self.rate * BURST_SECONDS)
-        self.level = self.capacity
-        self.stamp = now
-
-    def refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
-        self.stamp = now
-
-    def wait_for(self, amount: float) -> float:
-        """Seconds until `amount` can be taken (a request bigger than the bucket needs it full)."""
-        need = min(amount, self.capacity)
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
-
-
-class SharedBuckets(Protocol):
-    """Buckets shared across processes (`judge_service.store.buckets.RedisBuckets`)."""
-
-    async def take(self, name: str, demands: Sequence[tuple[str, float, float, float]]) -> float:
-        """Take (bucket, rate per s, capacity, amount) from every bucket of limiter `name`,
-        or from none: 0 when taken, else the seconds to wait (a pause included)."""
-        ...
-
-    async def adjust(
-        self, name: str, suffix: str, rate: float, capacity: float, delta: float
-    ) -> None: ...
-
-    async def pause(self, name: str, seconds: float) -> None: ...
 
 
 class Slots:
@@ -189,15 +147,16 @@ class RateLimiter:
         tpm: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         *,
-        shared: SharedBuckets | None = None,
+        shared: Buckets | None = None,
         name: str = "",
         concurrency: int | None = None,
     ) -> None:
         self._clock = clock
-        now = clock()
-        self._requests = _Bucket(rpm, now) if rpm else None
-        self._tokens = _Bucket(tpm, now) if tpm else None
-        self.resume_at = 0.0  # no new request before this time (clock units)
+        self._requests = Quota.per_minute(rpm) if rpm else None
+        self._tokens = Quota.per_minute(tpm) if tpm else None
+        # This process's buckets and pause: all of them without `shared`, else its own
+        # pause and the fallback while `shared` is away.
+        self._local = LocalBuckets(clock)
         self.shared = shared
         self.name = name
         self._background: set[asyncio.Task[None]] = set()
@@ -221,8 +180,13 @@ class RateLimiter:
         finally:
             self.slots.release()
 
+    @property
+    def resume_at(self) -> float:
+        """No new request before this time (clock units) in this process."""
+        return self._local.resume_at(self.name)
+
     def pause(self, seconds: float) -> None:
-        self.resume_at = max(self.resume_at, self._clock() + seconds)
+        self._local.pause_now(self.name, seconds)
         if self.shared is not None:
             self._in_background(self.shared.pause(self.name, seconds))
 
@@ -247,22 +211,13 @@ class RateLimiter:
             log.warning("shared rate limit unavailable, using this process's buckets: %s", exc)
             self._warned = True
 
-    def _demands(self, tokens: int) -> list[tuple[str, float, float, float]]:
+    def _demands(self, tokens: int) -> list[Demand]:
         demands = []
         if self._requests is not None:
-            demands.append(("rpm", self._requests.rate, self._requests.capacity, 1.0))
+            demands.append(self._requests.demand("rpm", 1.0))
         if self._tokens is not None:
-            demands.append(("tpm", self._tokens.rate, self._tokens.capacity, float(tokens)))
+            demands.append(self._tokens.demand("tpm", float(tokens)))
         return demands
-
-    def _wait(self, tokens: int) -> float:
-        now = self._clock()
-        wait = max(0.0, self.resume_at - now)
-        for bucket, amount in ((self._requests, 1.0), (self._tokens, float(tokens))):
-            if bucket is not None:
-                bucket.refill(now)
-                wait = max(wait, bucket.wait_for(amount))
-        return wait
 
     async def acquire(self, tokens: int, deadline: float | None = None) -> None:
         """Wait for room for one request of about `tokens` tokens, or fail if past `deadline`."""
@@ -274,17 +229,13 @@ class RateLimiter:
                 raise
             except Exception as exc:  # Redis away: this process's own buckets meanwhile
                 self._shared_failed(exc)
-        while (wait := self._wait(tokens)) > 0:
+        while (wait := self._local.take_now(self.name, self._demands(tokens))) > 0:
             if deadline is not None and self._clock() + wait > deadline:
                 raise RateLimitedError(
                     f"rate limited: the next request slot is {wait:.1f} s away, "
                     "after this rollout's deadline"
                 )
             await asyncio.sleep(wait)
-        if self._requests is not None:
-            self._requests.level -= 1.0
-        if self._tokens is not None:
-            self._tokens.level -= tokens
 
     async def _acquire_shared(self, tokens: int, deadline: float | None) -> None:
         assert self.shared is not None
@@ -304,12 +255,12 @@ class RateLimiter:
 
     def settle(self, extra_tokens: int) -> None:
         """Correct the token bucket once the real usage is known (may go negative)."""
-        if self._tokens is not None:
-            self._tokens.level -= extra_tokens
+        quota = self._tokens
+        if quota is not None:
+            self._local.adjust_now(self.name, "tpm", quota.rate, quota.capacity, extra_tokens)
             if self.shared is not None and extra_tokens:
-                bucket = self._tokens
                 self._in_background(
-                    self.shared.adjust(self.name, "tpm", bucket.rate, bucket.capacity, extra_tokens)
+                    self.shared.adjust(self.name, "tpm", quota.rate, quota.capacity, extra_tokens)
                 )
 
     def observe(self, status: int, headers: Mapping[str, str]) -> None:
@@ -333,10 +284,10 @@ _SHARED: OrderedDict[tuple[str, str, float | None, float | None, int | None], Ra
     OrderedDict()
 )
 _MAX_SHARED = 256
-_BACKEND: SharedBuckets | None = None
+_BACKEND: Buckets | None = None
 
 
-def set_shared_backend(backend: SharedBuckets | None) -> None:
+def set_shared_backend(backend: Buckets | None) -> None:
     """Keep quotas in `backend` (Redis) from now on, or in this process again (None)."""
     global _BACKEND
     _BACKEND = backend

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from judge_service.equivalence.coverage import unaccounted
-from judge_service.judges.rules.arithmetic import ParseError, parse_number_expr
+from judge_service.errors import ParseError
+from judge_service.judges.rules.arithmetic import parse_number_expr
 from judge_service.trace.answers import BoxedAnswer, last_boxed
 
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|textbf|mathbf)\{([^{}]*)\}")

@@ -31,6 +31,8 @@ from typing import Any, NamedTuple
 
 import sympy
 
+from judge_service.errors import ParseError, TooLarge
+
 __all__ = ["ParseError", "Parsed", "Token", "TooLarge", "has_operator", "lex"]
 __all__ += ["literal_value", "parse_number_expr", "parse_tokens"]
 
@@ -47,14 +49,6 @@ MAX_ROOT_INDEX = 12
 MAX_IRRATIONAL_EXPONENT = 64
 
 PERCENT = sympy.Rational(1, 100)
-
-
-class ParseError(ValueError):
-    """The text is not a purely numeric expression this grammar accepts."""
-
-
-class TooLarge(ParseError):
-    """The expression is numeric but too large or too deep to evaluate safely."""
 
 
 class Token(NamedTuple):

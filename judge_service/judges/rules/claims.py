@@ -20,8 +20,9 @@ from typing import Any, NamedTuple
 
 import sympy
 
+from judge_service.errors import ParseError
 from judge_service.judges.rules import arithmetic as ar
-from judge_service.judges.rules.arithmetic import Parsed, ParseError, Token, lex, parse_tokens
+from judge_service.judges.rules.arithmetic import Parsed, Token, lex, parse_tokens
 from judge_service.judges.rules.exact import exact_equal
 
 __all__ = ["Link", "find_links"]

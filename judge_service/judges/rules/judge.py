@@ -35,10 +35,11 @@ from fractions import Fraction
 import sympy
 
 from judge_service import labels as L
+from judge_service.errors import ParseError
 from judge_service.grounding import TraceLinks
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.rules.answers import answers_match, locate_final_answer, normalise_answer
-from judge_service.judges.rules.arithmetic import ParseError, parse_number_expr
+from judge_service.judges.rules.arithmetic import parse_number_expr
 from judge_service.judges.rules.claims import Link
 from judge_service.judges.rules.repetition import RepetitionIndex
 from judge_service.judges.rules.shape import TokenSpan, shape_spans

@@ -13,8 +13,14 @@ import re
 import threading
 from typing import Any
 
-from tests.fakes.conformance import STRICT, Strictness, cut, openai_cap, openai_refusal
-from tests.fakes.script import Fault, Reply, View, as_text
+from judge_service.devtools.scripted.conformance import (
+    STRICT,
+    Strictness,
+    cut,
+    openai_cap,
+    openai_refusal,
+)
+from judge_service.devtools.scripted.script import Fault, Reply, View, as_text
 
 PATH = "/v1/chat/completions"
 MIN_CACHED_TOKENS = 1024

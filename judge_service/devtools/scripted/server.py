@@ -10,10 +10,18 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from tests.fakes.anthropic_wire import AnthropicWire
-from tests.fakes.conformance import STRICT, Strictness
-from tests.fakes.openai_wire import OpenAIWire
-from tests.fakes.script import Fault, Hang, Reply, Script, ScriptBook, Step, View
+from judge_service.devtools.scripted.anthropic_wire import AnthropicWire
+from judge_service.devtools.scripted.conformance import STRICT, Strictness
+from judge_service.devtools.scripted.openai_wire import OpenAIWire
+from judge_service.devtools.scripted.script import (
+    Fault,
+    Hang,
+    Reply,
+    Script,
+    ScriptBook,
+    Step,
+    View,
+)
 
 
 class Wire(Protocol):
@@ -103,7 +111,8 @@ class FakeProviderServer:
         key = self.wire.script_key(body)
         refused = self.wire.refusal(body)  # what a real server refuses (conformance.py)
         if refused is not None:
-            status, extra, payload = refused.status, {}, self.wire.fault(refused)
+            extra: dict[str, str] = {}
+            status, payload = refused.status, self.wire.fault(refused)
             turn, attempt = self.wire.view(body, 0).turn, -1
         elif key is None and self.unscripted is not None:
             status, extra, payload, streamed = self._unscripted(body, self.unscripted)
@@ -196,6 +205,8 @@ class FakeProviderServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
+                    data: bytes | list[str]
+                    extra: dict[str, str]
                     if self.path != server.wire.path:
                         status, extra, data, pace = 404, {}, b'{"error": "no such path"}', 0.0
                     else:

@@ -1,12 +1,13 @@
-"""Rollouts, judges and stand-in tools for the LLM judge tests and the bench."""
+"""Rollouts, judges and tools for the LLM judge tests and the bench."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from judge_service.config import Settings
+from judge_service.devtools.scripted.server import FakeProviderServer
 from judge_service.judges.base import JudgeLimits, JudgeRequest
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome
@@ -16,11 +17,12 @@ from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.tools.base import Tool, ToolContext, ToolResult
+from judge_service.tools.equivalence import CheckEquivalenceTool
+from judge_service.tools.python import RunPythonTool
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace import Trace, mark
 from judge_service.trace.tokenizer import LoadedTokenizer
 from judge_service.validate import ValidationReport, validate_spans
-from tests.fakes.server import FakeProviderServer
 
 PROVIDERS = ["anthropic", "openai"]
 
@@ -87,46 +89,14 @@ def checker(request: JudgeRequest) -> Any:
     return check
 
 
-class EchoPythonTool(Tool):
-    """Stands in for run_python when the sandbox tool is not installed: evaluates integer sums."""
-
-    name = "run_python"
-    description = "Run a short Python snippet and return what it prints."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"code": {"type": "string"}},
-        "required": ["code"],
-    }
-
-    async def call(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        code = str(arguments.get("code", ""))
-        if code.startswith("print(") and set(code[6:-1]) <= set("0123456789+-* "):
-            return ToolResult(True, f"stdout:\n{eval(code[6:-1])}")  # digits and operators only
-        return ToolResult(False, "Error: this stand-in only prints integer arithmetic.")
-
-
-class EqualsTool(Tool):
-    """Stands in for check_equivalence: exact string comparison."""
-
-    name = "check_equivalence"
-    description = "Check whether two answers are mathematically equivalent."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"reference": {"type": "string"}, "answer": {"type": "string"}},
-        "required": ["reference", "answer"],
-    }
-
-    async def call(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        same = str(arguments.get("reference")).strip() == str(arguments.get("answer")).strip()
-        return ToolResult(True, "verdict: equivalent" if same else "verdict: not_equivalent")
-
-
 class SlowTool(Tool):
     """A tool that never finishes in time."""
 
     name = "slow_tool"
     description = "Takes a long time."
-    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.parameters = {"type": "object", "properties": {}}
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         await asyncio.sleep(30)
@@ -134,21 +104,8 @@ class SlowTool(Tool):
 
 
 def sandbox_tools() -> list[Tool]:
-    """run_python and check_equivalence: the real ones when installed, else the stand-ins."""
-    tools: list[Tool] = []
-    try:
-        from judge_service.tools.python import RunPythonTool
-
-        tools.append(RunPythonTool())
-    except ImportError:
-        tools.append(EchoPythonTool())
-    try:
-        from judge_service.tools.equivalence import CheckEquivalenceTool
-
-        tools.append(CheckEquivalenceTool())
-    except ImportError:
-        tools.append(EqualsTool())
-    return tools
+    """run_python and check_equivalence, the real ones: no stand-in hides a broken import."""
+    return [RunPythonTool(), CheckEquivalenceTool()]
 
 
 def judge_tools() -> list[Tool]:

@@ -1,5 +1,4 @@
-"""Scripted LLM rollouts for the job tests and the bench: one script (one judge session)
-per rollout, so the scripted provider can count sessions per rollout."""
+"""Job helpers shared by the job tests and benches: scripted judge sessions, worker settings."""
 
 from __future__ import annotations
 
@@ -7,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from judge_service.devtools.scripted import FakeProviderServer, call, submit
+from judge_service.devtools.scripted.harness import encode, valid_spans
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.fakes import FakeProviderServer, call, submit
-from tests.fakes.harness import encode, valid_spans
 
 MODEL = "anthropic:claude-test"
 

@@ -8,8 +8,22 @@ the judge was sent (its last tool results), so the scripted judge can read
 tool output before it submits.
 """
 
-from tests.fakes.script import Call, Fault, Hang, Reply, Script, ScriptBook, View, call, submit
-from tests.fakes.server import FakeProviderServer, anthropic_server, openai_server
+from judge_service.devtools.scripted.script import (
+    Call,
+    Fault,
+    Hang,
+    Reply,
+    Script,
+    ScriptBook,
+    View,
+    call,
+    submit,
+)
+from judge_service.devtools.scripted.server import (
+    FakeProviderServer,
+    anthropic_server,
+    openai_server,
+)
 
 __all__ = [
     "Call",
