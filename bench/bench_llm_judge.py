@@ -40,7 +40,7 @@ from judge_service.devtools.tokenizers import MATH_CORPUS, build_byte_level_bpe
 from judge_service.judges import registry
 from judge_service.judges.base import JudgeLimits, JudgeRequest
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
-from judge_service.judges.llm.judge import LLMJudge
+from judge_service.judges.llm.llm_judge import LLMJudge
 from judge_service.judges.llm.loop import LoopConfig
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.labels import DEFAULT_LABEL_SCORES

@@ -15,7 +15,7 @@ import gc
 import importlib
 
 HOT_PATH_MODULES = (
-    "judge_service.judges.rules.judge",  # sympy and the exact checker
+    "judge_service.judges.rules.rules_judge",  # sympy and the exact checker
     "judge_service.trace.tokenizer",  # transformers
     "judge_service.validate",
 )

@@ -17,9 +17,9 @@ from sympy import E, FiniteSet, Integer, Interval, Rational, Symbol, oo, pi
 from judge_service.cli.equivalence import answers_last
 from judge_service.equivalence import EquivalenceChecker
 from judge_service.equivalence.coverage import unaccounted
-from judge_service.judges.rules.answers import answers_match
+from judge_service.judges.rules.final_answer import answers_match
 from judge_service.tools.base import ToolContext
-from judge_service.tools.equivalence import CheckEquivalenceTool
+from judge_service.tools.check_equivalence import CheckEquivalenceTool
 from judge_service.trace.decode import Trace
 
 REPO = Path(__file__).resolve().parent.parent

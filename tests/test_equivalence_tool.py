@@ -9,7 +9,7 @@ import pytest
 
 from judge_service.equivalence import EquivalenceChecker
 from judge_service.tools.base import ToolContext
-from judge_service.tools.equivalence import CheckEquivalenceTool
+from judge_service.tools.check_equivalence import CheckEquivalenceTool
 from judge_service.trace.decode import Trace
 
 

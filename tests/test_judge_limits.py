@@ -29,7 +29,7 @@ from judge_service.devtools.scripted.harness import (
     span,
 )
 from judge_service.errors import InputError
-from judge_service.judges.llm.judge import LLMJudge, build_llm_judge
+from judge_service.judges.llm.llm_judge import LLMJudge, build_llm_judge
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.trace.tokenizer import LoadedTokenizer

@@ -32,7 +32,7 @@ from judge_service.devtools.scripted.harness import (
 )
 from judge_service.judges import registry
 from judge_service.judges.llm.conversation import Completion, Prompt, Turn
-from judge_service.judges.llm.judge import LLMJudge, endpoint
+from judge_service.judges.llm.llm_judge import LLMJudge, endpoint
 from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.judgment import Judgment, to_result

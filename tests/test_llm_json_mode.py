@@ -33,7 +33,7 @@ from judge_service.judges.llm.json_mode import (
     parse_reply,
     reset_tool_modes,
 )
-from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome
+from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome
 from judge_service.judges.llm.loop import LoopConfig
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
@@ -260,7 +260,7 @@ async def test_json_mode_asks_an_openai_compatible_server_for_one_json_object(
     """Built from the settings, JSON mode sends `response_format: json_object` (the server
     then constrains the answer to JSON: a small model otherwise writes prose), with the
     call envelope as its schema where the family takes one; a native session never does."""
-    from judge_service.judges.llm.judge import build_llm_judge
+    from judge_service.judges.llm.llm_judge import build_llm_judge
     from judge_service.judges.llm.servers import JSON_MODE_ENVELOPE
 
     server, script = servers["openai"], f"openai-json-object-{mode}-{family}"

@@ -148,7 +148,7 @@ def test_context_fences_the_trace_and_lists_the_labels(bpe: LoadedTokenizer) -> 
 
 def test_llm_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from judge_service.config import Settings
-    from judge_service.judges.llm.judge import build_llm_judge
+    from judge_service.judges.llm.llm_judge import build_llm_judge
 
     monkeypatch.setenv("JUDGE_LLM_RATE_LIMITS", '{"openai": {"rpm": 120, "tpm": 90000}}')
     monkeypatch.setenv("JUDGE_LLM_PRICES", '{"openai:qwen": {"input": 0.1, "output": 0.2}}')

@@ -16,7 +16,7 @@ from judge_service.devtools.scripted.inprocess import ScriptedProvider
 from judge_service.devtools.scripted.script import Reply, ScriptBook, call, submit
 from judge_service.errors import BudgetError
 from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.judge import LLMJudge
+from judge_service.judges.llm.llm_judge import LLMJudge
 from judge_service.judges.llm.loop import STOP_CONDITIONS, LoopConfig
 from judge_service.trace.tokenizer import LoadedTokenizer
 

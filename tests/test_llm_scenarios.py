@@ -35,7 +35,7 @@ from judge_service.devtools.scripted.harness import (
 )
 from judge_service.errors import BudgetError
 from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome
+from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome
 from judge_service.judges.llm.pricing import PriceTable
 from judge_service.trace import Trace, strip_markers
 from judge_service.trace.tokenizer import LoadedTokenizer

@@ -18,7 +18,7 @@ from judge_service.devtools.scripted.conformance import LLAMA_CPP_PYTHON
 from judge_service.devtools.scripted.harness import checker, llm_settings, make_request, valid_spans
 from judge_service.errors import JudgeError
 from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.judge import LLMJudgeOutcome, build_llm_judge
+from judge_service.judges.llm.llm_judge import LLMJudgeOutcome, build_llm_judge
 from judge_service.judges.llm.openai_stream import (
     CHARS_PER_TOKEN_BOUND,
     NO_USAGE_NOTE,

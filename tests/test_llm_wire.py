@@ -26,7 +26,7 @@ from judge_service.devtools.scripted.harness import (
     valid_spans,
 )
 from judge_service.errors import InputError
-from judge_service.judges.llm.judge import LLMJudge, build_llm_judge
+from judge_service.judges.llm.llm_judge import LLMJudge, build_llm_judge
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.judges.llm.servers import PROFILES, profile_for, profile_for_owner

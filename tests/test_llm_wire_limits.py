@@ -37,7 +37,7 @@ from judge_service.devtools.scripted.harness import (
 )
 from judge_service.errors import JudgeError, ProviderError
 from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome, build_llm_judge
+from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome, build_llm_judge
 from judge_service.judges.llm.loop import LoopConfig
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.ratelimit import RateLimiter

@@ -37,7 +37,7 @@ from judge_service.judges.llm.json_mode import (
     JsonModeProvider,
     reset_tool_modes,
 )
-from judge_service.judges.llm.judge import LLMJudge
+from judge_service.judges.llm.llm_judge import LLMJudge
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.preflight import preflight
 from judge_service.judges.llm.provider import Provider

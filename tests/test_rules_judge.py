@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from judge_service.config import Settings
 from judge_service.judges.rules import claims, repetition
-from judge_service.judges.rules.answers import answers_match
+from judge_service.judges.rules.final_answer import answers_match
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Result, Rollout
 from judge_service.trace.tokenizer import LoadedTokenizer

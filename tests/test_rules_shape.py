@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from judge_service.judges.base import JudgeRequest
-from judge_service.judges.rules.judge import PRIORITY, judge_spans
+from judge_service.judges.rules.rules_judge import PRIORITY, judge_spans
 from judge_service.judges.rules.shape import TokenSpan, shape_spans
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.spans import SpanLimits

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from judge_service.tools.base import ToolContext
-from judge_service.tools.python import RunPythonTool, render
+from judge_service.tools.run_python import RunPythonTool, render
 from judge_service.trace.decode import Trace
 from sandbox import RunResult, Sandbox
 
@@ -100,7 +100,7 @@ def test_the_judges_tools_take_the_judges_settings_not_the_environment(
     """A judge built with explicit settings (an embedding application, a worker with its own)
     gets tools with those limits, whatever JUDGE_* the process environment holds."""
     from judge_service.config import Settings, get_settings
-    from judge_service.judges.llm.judge import default_tools
+    from judge_service.judges.llm.llm_judge import default_tools
 
     monkeypatch.setenv("JUDGE_SANDBOX_TIMEOUT_S", "9")
     monkeypatch.setenv("JUDGE_SANDBOX_MEMORY_MB", "999")

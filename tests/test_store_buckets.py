@@ -24,7 +24,7 @@ from judge_service.buckets import (
 from judge_service.config import Settings
 from judge_service.errors import RateLimitedError
 from judge_service.judges.llm import ratelimit
-from judge_service.judges.llm.judge import build_llm_judge
+from judge_service.judges.llm.llm_judge import build_llm_judge
 from judge_service.store.redis_conn import RedisConnection
 from judge_service.store.redis_store import RedisStore
 from tests.redis_support import ROOT, free_port, shared_redis

@@ -26,8 +26,8 @@ from judge_service.schemas import JudgeInfo, RejectedSpan, Result, SpanOut
 from judge_service.trace import Trace
 from judge_service.trace.markers import escape_chars
 from judge_service.trace.tokenizer import TokenizerCache
+from judge_service.view.html import PAGE_CSP, REPORT_CSP, SCRIPT, csp_hash, page_html
 from judge_service.view.model import NO_TEXT, Page, build_page
-from judge_service.view.render import PAGE_CSP, REPORT_CSP, SCRIPT, csp_hash, page_html
 from judge_service.view.report import write_report
 from judge_service.view.source import TraceSource
 from tests.conftest import LiveServer

@@ -27,7 +27,7 @@ import pytest
 from judge_service.config import Settings
 from judge_service.devtools.scripted import openai_server, submit
 from judge_service.devtools.scripted.harness import span
-from judge_service.judges.llm.judge import build_llm_judge
+from judge_service.judges.llm.llm_judge import build_llm_judge
 from judge_service.judges.llm.prompt import DEFAULT_PROMPTS_DIR
 from judge_service.trace.tokenizer import TokenizerCache
 

@@ -193,7 +193,7 @@ async def _run(args: argparse.Namespace) -> int:
 async def check_judge_or_explain(engine: Engine, options: Options) -> str | None:
     """Why the run cannot judge at all (an LLM judge's provider is unusable), else None."""
     from judge_service.errors import InputError
-    from judge_service.judges.llm.judge import LLMJudge
+    from judge_service.judges.llm.llm_judge import LLMJudge
     from judge_service.judges.llm.preflight import preflight
     from judge_service.resolve import resolve
 

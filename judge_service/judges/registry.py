@@ -14,7 +14,7 @@ JudgeFactory = Callable[[str, Settings], Judge]
 
 
 def _rules(model: str, settings: Settings) -> Judge:
-    from judge_service.judges.rules.judge import RulesJudge
+    from judge_service.judges.rules.rules_judge import RulesJudge
 
     if model:
         raise InputError("the rules judge takes no model", field="options.judge")
@@ -26,13 +26,13 @@ def _rules(model: str, settings: Settings) -> Judge:
 
 
 def _anthropic(model: str, settings: Settings) -> Judge:
-    from judge_service.judges.llm.judge import build_llm_judge
+    from judge_service.judges.llm.llm_judge import build_llm_judge
 
     return build_llm_judge("anthropic", model, settings)
 
 
 def _openai(model: str, settings: Settings) -> Judge:
-    from judge_service.judges.llm.judge import build_llm_judge
+    from judge_service.judges.llm.llm_judge import build_llm_judge
 
     return build_llm_judge("openai", model, settings)
 

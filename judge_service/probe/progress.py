@@ -33,7 +33,7 @@ import numpy as np
 from judge_service.probe.alignment import Aligner
 from judge_service.probe.answer_cut import char_to_cut, final_answer_start, mentions
 from judge_service.probe.endings import EncodedSuffix, EndingPair, encode_suffix
-from judge_service.trace.answers import last_boxed
+from judge_service.trace.boxed import last_boxed
 
 if TYPE_CHECKING:
     from judge_service.probe.scorer import LMScorer

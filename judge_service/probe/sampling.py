@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge_service.trace.answers import last_boxed
+from judge_service.trace.boxed import last_boxed
 
 
 @dataclass(frozen=True)

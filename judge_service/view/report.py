@@ -29,8 +29,8 @@ from judge_service.judgment import add_usage
 from judge_service.schemas import Result, Rollout, UsageTotals
 from judge_service.trace import last_boxed
 from judge_service.trace.decode import Trace
+from judge_service.view.html import fragment_html, report_chunks
 from judge_service.view.model import NO_TEXT, build_page, credit_of, tone_of
-from judge_service.view.render import fragment_html, report_chunks
 from judge_service.view.source import TraceSource
 
 Decoder = Callable[[Rollout], Trace]

@@ -16,8 +16,8 @@ from judge_service.judgment import Judgment, to_result
 from judge_service.resolve import resolve
 from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Options, Result
 from judge_service.store import Store
+from judge_service.view.html import PAGE_CSP, page_html
 from judge_service.view.model import build_page
-from judge_service.view.render import PAGE_CSP, page_html
 
 router = APIRouter(prefix="/v1/judgments", tags=["judgments"])
 _KEY = re.compile(r"sha256:[0-9a-f]{64}")

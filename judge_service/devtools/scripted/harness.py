@@ -10,15 +10,15 @@ from judge_service.config import Settings
 from judge_service.devtools.scripted.server import FakeProviderServer
 from judge_service.judges.base import JudgeLimits, JudgeRequest
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
-from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome
+from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome
 from judge_service.judges.llm.loop import LoopConfig
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.tools.base import Tool, ToolContext, ToolResult
-from judge_service.tools.equivalence import CheckEquivalenceTool
-from judge_service.tools.python import RunPythonTool
+from judge_service.tools.check_equivalence import CheckEquivalenceTool
+from judge_service.tools.run_python import RunPythonTool
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace import Trace, mark
 from judge_service.trace.tokenizer import LoadedTokenizer

@@ -14,7 +14,12 @@ from judge_service.judges.llm.conversation import (
     ToolSpec,
     UserTurn,
 )
-from judge_service.judges.llm.judge import LLMJudge, LLMJudgeOutcome, build_llm_judge, default_tools
+from judge_service.judges.llm.llm_judge import (
+    LLMJudge,
+    LLMJudgeOutcome,
+    build_llm_judge,
+    default_tools,
+)
 from judge_service.judges.llm.loop import STOP_CONDITIONS, LoopConfig, ToolLoop
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.pricing import Price, PriceTable

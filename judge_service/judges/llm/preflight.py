@@ -26,7 +26,7 @@ from judge_service.errors import ProviderError, StreamCutError
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.conversation import Completion, Prompt
 from judge_service.judges.llm.json_mode import AutoToolModeProvider, JsonModeProvider
-from judge_service.judges.llm.judge import LLMJudge
+from judge_service.judges.llm.llm_judge import LLMJudge
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.provider import Provider
 from judge_service.labels import DEFAULT_LABEL_SCORES

@@ -7,7 +7,7 @@ import re
 from judge_service.equivalence.coverage import unaccounted
 from judge_service.errors import ParseError
 from judge_service.judges.rules.arithmetic import parse_number_expr
-from judge_service.trace.answers import BoxedAnswer, last_boxed
+from judge_service.trace.boxed import BoxedAnswer, last_boxed
 
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|textbf|mathbf)\{([^{}]*)\}")
 _NOISE = re.compile(r"\\[,;:! ]|\\left|\\right|\$|\s")

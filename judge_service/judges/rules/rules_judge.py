@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -38,10 +39,14 @@ from judge_service import labels as L
 from judge_service.errors import ParseError
 from judge_service.grounding import TraceLinks
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
-from judge_service.judges.rules.answers import answers_match, locate_final_answer, normalise_answer
 from judge_service.judges.rules.arithmetic import parse_number_expr
 from judge_service.judges.rules.claims import Link
-from judge_service.judges.rules.repetition import RepetitionIndex
+from judge_service.judges.rules.final_answer import (
+    answers_match,
+    locate_final_answer,
+    normalise_answer,
+)
+from judge_service.judges.rules.repetition import repeated_sentences
 from judge_service.judges.rules.shape import TokenSpan, shape_spans
 from judge_service.offload import OFFLOAD_CHARS, off_loop
 from judge_service.spans import SpanLimits
@@ -153,7 +158,6 @@ class _Reader:
     claims: set[tuple[str, sympy.Expr]] = field(default_factory=set)  # true: (left, value)
     # Relations established by true claims -> how often each was re-checked since.
     rechecks: dict[tuple[int | Fraction, ...], int] = field(default_factory=dict)
-    repeats: RepetitionIndex = field(default_factory=RepetitionIndex)
 
     def _uses_tainted(self, text: str) -> bool:
         numbers = self.tainted_numbers
@@ -168,15 +172,22 @@ class _Reader:
         self.tainted.difference_update(values)
         self.tainted_numbers.difference_update(_as_plain(v) for v in values if v.is_Rational)
 
-    def read_line(self, line: str, base: int, links: list[Link]) -> None:
-        """Judge one line, given its arithmetic links (`claims.find_links`)."""
+    def read_line(
+        self,
+        base: int,
+        links: list[Link],
+        sentences: list[tuple[int, int, str]],
+        repeated_flags: Iterator[bool],
+    ) -> None:
+        """Judge one line, given its arithmetic links (`claims.find_links`), its sentences
+        (`_sentences`) and, for each of them in turn, whether it repeats an earlier one."""
         claim_findings = self._claims(links, base) if links else []
         self.findings.extend(claim_findings)
         strong = any(f.label != L.VALID_PROGRESS for f in claim_findings)
-        for match in _sentences(line):
+        for match in sentences:
             text = match[2]
             start, end = base + match[0], base + match[1]
-            repeated = self.repeats.seen_before(text)
+            repeated = next(repeated_flags)
             if strong or any(f.char_start < end and start < f.char_end for f in claim_findings):
                 if repeated and not strong:
                     self._add(start, end, L.UNPRODUCTIVE_REPETITION)
@@ -279,9 +290,16 @@ def read_trace(request: JudgeRequest) -> Reading:
     # Through the trace's shared links: validation's grounding check then finds every
     # line's links parsed already (judge_service/grounding.py).
     links = TraceLinks.of(request.trace)
-    for number, (base, line) in enumerate(_lines(request.trace.text)):
-        if line.strip():
-            reader.read_line(line, base, links.links(number, line))
+    lines = [
+        (number, base, line, _sentences(line))
+        for number, (base, line) in enumerate(_lines(request.trace.text))
+        if line.strip()
+    ]
+    # Near-duplicates are found for the whole trace at once (repetition.py), in the order
+    # the lines are then read.
+    flags = iter(repeated_sentences([text for *_, found in lines for *_, text in found]))
+    for number, base, line, found in lines:
+        reader.read_line(base, links.links(number, line), found, flags)
     reading = Reading(reader.findings, reader.false_links)
     answer = locate_final_answer(request.trace.text, request.final_answer)
     if answer is None:

@@ -34,8 +34,8 @@ from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.resolve import span_limits
 from judge_service.spans import SpanLimits
 from judge_service.tools.base import Tool
-from judge_service.tools.equivalence import CheckEquivalenceTool
-from judge_service.tools.python import RunPythonTool
+from judge_service.tools.check_equivalence import CheckEquivalenceTool
+from judge_service.tools.run_python import RunPythonTool
 from judge_service.tools.trace_tools import (
     SUBMIT_SPANS,
     SearchTraceTool,

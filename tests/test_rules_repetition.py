@@ -1,0 +1,95 @@
+"""Near-duplicate sentences found for a whole trace at once equal the plain definition:
+one sentence at a time against an inverted index of the ones before it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from judge_service.judges.rules import repetition as R
+
+
+def one_at_a_time(sentences: list[str]) -> list[bool]:
+    """The definition, sentence by sentence (the rules judge's algorithm before issue 16)."""
+    exact: set[str] = set()
+    sizes: list[int] = []
+    index: dict[tuple[str, ...], list[int]] = {}
+    out = []
+    for sentence in sentences:
+        words = R.normalise(sentence)
+        joined = " ".join(words)
+        if len(joined) < R.MIN_CHARS or len(words) < R.MIN_WORDS:
+            out.append(False)
+            continue
+        if joined in exact:
+            out.append(True)
+            continue
+        trigrams = set(zip(words, words[1:], words[2:], strict=False))
+        shared: Counter[int] = Counter()
+        for trigram in trigrams:
+            shared.update(index.get(trigram, ()))
+        out.append(
+            any(
+                count / (len(trigrams) + sizes[other] - count) >= R.THRESHOLD
+                for other, count in shared.items()
+            )
+        )
+        exact.add(joined)
+        unit = len(sizes)
+        sizes.append(len(trigrams))
+        for trigram in trigrams:
+            postings = index.setdefault(trigram, [])
+            if len(postings) < R.MAX_POSTINGS:
+                postings.append(unit)
+    return out
+
+
+WORDS = ["the", "river", "Check", "17", "x=1", "3.5", "İstanbul", "Straße", "café", "408", "a_b"]
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> list[str]:
+    vocabulary = draw(st.sampled_from([WORDS[:4], WORDS]))
+    out: list[str] = []
+    for _ in range(draw(st.integers(0, 60))):
+        if out and draw(st.booleans()):  # an earlier sentence, perhaps changed a little
+            words = draw(st.sampled_from(out)).split()
+            for _ in range(draw(st.integers(0, 2))):
+                if words:
+                    words[draw(st.integers(0, len(words) - 1))] = draw(st.sampled_from(vocabulary))
+            out.append(" ".join(words))
+        else:
+            words = draw(st.lists(st.sampled_from(vocabulary), min_size=1, max_size=12))
+            out.append(" ".join(words) + draw(st.sampled_from([".", "!", ""])))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(traces())
+def test_a_whole_trace_at_once_equals_one_sentence_at_a_time(sentences: list[str]) -> None:
+    assert R.repeated_sentences(sentences) == one_at_a_time(sentences)
+
+
+def test_a_trigram_shared_by_hundreds_is_compared_through_its_first_holders_only() -> None:
+    common = [f"let me check number {i} again please" for i in range(600)]
+    near = [f"let me check number {i} again please now" for i in range(600)]
+    flooded = ["alpha beta gamma delta epsilon"] * 5 + [
+        f"alpha beta gamma delta {i}" for i in range(700)
+    ]
+    for sentences in (common + near, flooded):
+        found = R.repeated_sentences(sentences)
+        assert found == one_at_a_time(sentences)
+        assert any(found) and not all(found)
+
+
+def test_exact_and_near_repeats_and_short_sentences() -> None:
+    sentences = [
+        "So the total is 408 apples here.",
+        "so THE total is 408 apples here!",  # the same words
+        "So the total is 408 apples here, I think.",  # 5 trigrams shared of 7: 0.71
+        "Short one.",
+        "Short one.",  # too short to repeat
+    ]
+    assert R.repeated_sentences(sentences) == [False, True, False, False, False]
