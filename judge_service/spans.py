@@ -117,3 +117,14 @@ class ValidationReport:
 def _brief(span: Mapping[str, Any]) -> str:
     keys = ("start", "end", "label")
     return "{" + ", ".join(f"{k}: {span.get(k)!r}" for k in keys if k in span) + "}"
+
+
+def as_int(value: object) -> int | None:
+    """A JSON token index as an int: an integer, or a float with no fraction; never a bool."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None

@@ -41,7 +41,7 @@ from typing import Any
 from judge_service import spans as S
 from judge_service.folding import FoldedText, fold
 from judge_service.grounding import TraceLinks
-from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport
+from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport, as_int
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import marker_array
 
@@ -55,16 +55,6 @@ class _Reject(Exception):
     def __init__(self, code: str, reason: str) -> None:
         super().__init__(reason)
         self.code, self.reason = code, reason
-
-
-def _as_int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 class _TraceIndex:
@@ -147,7 +137,7 @@ class Validator:
     def _check_one(self, raw: Any) -> Span:
         if not isinstance(raw, Mapping):
             raise _Reject(S.MALFORMED, "a span must be an object {start, end, label, ...}")
-        start, end = _as_int(raw.get("start")), _as_int(raw.get("end"))
+        start, end = as_int(raw.get("start")), as_int(raw.get("end"))
         if start is None or end is None:
             raise _Reject(S.MALFORMED, "start and end must be integers (end exclusive)")
         n = self.num_tokens

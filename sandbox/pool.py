@@ -21,8 +21,10 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from sandbox.errors import FrameError, ZygoteError
 from sandbox.isolation import IsolationReport
@@ -273,3 +275,29 @@ class ZygotePool:
         for zygote in zygotes:
             zygote.close()
         self._idle.put(None)
+
+
+class PoolOwner:
+    """Owns a zygote pool and the threads that wait on it (a `Sandbox`, an equivalence
+    checker): `close`, leaving a ``with`` block or being collected shuts down both."""
+
+    def __init__(self, pool: ZygotePool, threads: int, thread_name_prefix: str) -> None:
+        self.pool = pool
+        self._executor = ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix=thread_name_prefix
+        )
+        weakref.finalize(self, _shutdown, self.pool, self._executor)
+
+    def close(self) -> None:
+        _shutdown(self.pool, self._executor)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _shutdown(pool: ZygotePool, executor: ThreadPoolExecutor) -> None:
+    pool.close()
+    executor.shutdown(wait=False, cancel_futures=True)

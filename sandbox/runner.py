@@ -11,12 +11,11 @@ import subprocess
 import sys
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from sandbox.errors import SandboxUnavailable, ZygoteError
 from sandbox.isolation import IsolationReport
-from sandbox.pool import Envelope, ZygotePool, zygote_env
+from sandbox.pool import Envelope, PoolOwner, ZygotePool, zygote_env
 from sandbox.result import RunResult
 
 logger = logging.getLogger("sandbox")
@@ -27,7 +26,7 @@ _HANDLER = "sandbox.execute"
 _KILL_GRACE_S = 1.0
 
 
-class Sandbox:
+class Sandbox(PoolOwner):
     """Runs untrusted Python in confined children forked from warm zygotes.
 
     `timeout_s` and `memory_mb` are the defaults for `run`; `memory_mb` is what
@@ -59,16 +58,15 @@ class Sandbox:
         self.max_value_chars = max_value_chars
         self.max_source_chars = max_source_chars
         self.isolation = isolation
-        self.pool = ZygotePool(
+        pool = ZygotePool(
             _HANDLER,
             size=pool_size,
             isolate=isolation != "off",
             startup_timeout_s=startup_timeout_s,
         )
-        self._executor = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="sandbox")
+        super().__init__(pool, pool_size, "sandbox")
         self._start_lock = threading.Lock()
         self._report: IsolationReport | None = None
-        weakref.finalize(self, _shutdown, self.pool, self._executor)
 
     def start(self) -> IsolationReport:
         """Start the zygotes now (otherwise the first call does); returns the isolation."""
@@ -133,20 +131,6 @@ class Sandbox:
         if report is None:
             return probe_isolation()
         return _status(report, source="pool", pool=self.pool)
-
-    def close(self) -> None:
-        _shutdown(self.pool, self._executor)
-
-    def __enter__(self) -> Sandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _shutdown(pool: ZygotePool, executor: ThreadPoolExecutor) -> None:
-    pool.close()
-    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _to_result(envelope: Envelope, timeout_s: float) -> RunResult:

@@ -6,18 +6,16 @@ import asyncio
 import functools
 import math
 import time
-import weakref
-from concurrent.futures import ThreadPoolExecutor
 
 from judge_service.equivalence.result import EquivalencePolicy, EquivalenceResult
-from sandbox.pool import Envelope, ZygotePool
+from sandbox.pool import Envelope, PoolOwner, ZygotePool
 
 _HANDLER = "judge_service.equivalence.worker"
 _KILL_GRACE_S = 1.0
 MAX_ANSWER_CHARS = 2000
 
 
-class EquivalenceChecker:
+class EquivalenceChecker(PoolOwner):
     """Checks answers against references in killable, confined workers.
 
     `timeout_s` bounds one check, wall-clock: math-verify's own alarms get
@@ -35,11 +33,10 @@ class EquivalenceChecker:
     ) -> None:
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
-        self.pool = ZygotePool(
+        pool = ZygotePool(
             _HANDLER, size=pool_size, isolate=isolate, startup_timeout_s=startup_timeout_s
         )
-        self._executor = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="equivalence")
-        weakref.finalize(self, _shutdown, self.pool, self._executor)
+        super().__init__(pool, pool_size, "equivalence")
 
     def start(self) -> None:
         self.pool.start()
@@ -74,20 +71,6 @@ class EquivalenceChecker:
     ) -> EquivalenceResult:
         call = functools.partial(self.check, gold, pred, policy)
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
-    def close(self) -> None:
-        _shutdown(self.pool, self._executor)
-
-    def __enter__(self) -> EquivalenceChecker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _shutdown(pool: ZygotePool, executor: ThreadPoolExecutor) -> None:
-    pool.close()
-    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _to_result(envelope: Envelope, timeout_s: float, elapsed_ms: float) -> EquivalenceResult:

@@ -14,7 +14,7 @@ from typing import Any
 
 import regex  # type: ignore[import-untyped]  # the stdlib `re` has no timeout
 
-from judge_service.spans import SpanLimits
+from judge_service.spans import SpanLimits, as_int
 from judge_service.tools.base import Tool, ToolContext, ToolResult
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import escape_view_text, mark_every_token
@@ -23,16 +23,11 @@ SUBMIT_SPANS = "submit_spans"
 
 
 def _int_arg(arguments: dict[str, Any], name: str) -> int | None:
+    """`spans.as_int`, and digits sent as a string (models do)."""
     value = arguments.get(name)
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value.strip())
-    return None
+    return as_int(value)
 
 
 def marked_tokens(trace: Trace, start: int, end: int) -> str:
