@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from judge_service.config import Settings
 from judge_service.devtools.scripted import anthropic_server, call, submit
-from judge_service.devtools.scripted.harness import make_provider
+from judge_service.devtools.scripted.harness import make_provider, make_request
 from judge_service.devtools.scripted.inprocess import ScriptedProvider
 from judge_service.devtools.scripted.script import ScriptBook
 from judge_service.devtools.tokenizers import MATH_CORPUS, build_byte_level_bpe
@@ -43,11 +43,9 @@ from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.llm_judge import LLMJudge
 from judge_service.judges.llm.loop import LoopConfig
 from judge_service.judges.llm.ratelimit import RateLimiter
-from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
-from judge_service.trace import mark
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
 from judge_service.validate import validate_spans
 
@@ -79,19 +77,7 @@ def session_steps(evidence: str, start: int, end: int) -> list[Any]:
 
 
 def request_for(bpe: LoadedTokenizer, ids: list[int], name: str) -> JudgeRequest:
-    trace = bpe.decode(ids)
-    return JudgeRequest(
-        rollout_id=name,
-        trace=trace,
-        view=mark(trace),
-        problem=f"Compute. SCRIPT:{name}",
-        final_answer="408",
-        reward=1.0,
-        reference_answer="408",
-        reference_solution=None,
-        label_scores=dict(DEFAULT_LABEL_SCORES),
-        limits=JudgeLimits(deadline_s=60.0),
-    )
+    return make_request(bpe, name, ids=ids, limits=JudgeLimits(deadline_s=60.0))
 
 
 def first_line_span(bpe: LoadedTokenizer, ids: list[int]) -> tuple[str, int, int]:

@@ -16,6 +16,10 @@ from typing import TypeVar
 # Tokens: decoding, marking, validation and credit cost about linearly in them, a few
 # milliseconds at this size.
 OFFLOAD_TOKENS = 8192
+# Work that follows the text (marking, folding) counts a token per this many characters
+# when the text is longer than its tokens suggest: 8,192 x 16 characters fold and mark
+# in a few milliseconds.
+TEXT_CHARS_PER_TOKEN = 16
 # Characters of trace text: the rules judge's cost follows the text (its lines, claims
 # and sentences), and a few tokens may be a long text. At this size the slowest texts
 # tried took 11 ms (a chain "1=1=1=...") and 7 ms (a line of claims after another);

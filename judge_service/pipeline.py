@@ -35,7 +35,7 @@ from judge_service.judges.registry import build_judge
 from judge_service.judges.zero import NO_JUDGE, ZERO_JUDGE
 from judge_service.judgment import Judgment, add_usage, attempt_of, spent, to_result
 from judge_service.methods.reweight import Reweighter, check_rollout
-from judge_service.offload import off_loop
+from judge_service.offload import TEXT_CHARS_PER_TOKEN, off_loop
 from judge_service.resolve import Resolved, cache_key, resolve
 from judge_service.schemas import (
     BatchResponse,
@@ -241,7 +241,10 @@ class Engine:
             boxed = last_boxed(trace.text)
             final_answer = boxed.content if boxed else None
         validator = Validator(trace, resolved.label_scores, resolved.span_limits)
-        view = await off_loop(trace.num_tokens, functools.partial(_prepare, trace, validator))
+        # Marking and folding follow the text: a tokenizer with long pieces makes a short
+        # trace in tokens a long one in characters.
+        size = max(trace.num_tokens, len(trace.text) // TEXT_CHARS_PER_TOKEN)
+        view = await off_loop(size, functools.partial(_prepare, trace, validator))
         request = JudgeRequest(
             rollout_id=rollout.id,
             trace=trace,

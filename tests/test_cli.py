@@ -105,3 +105,26 @@ def test_serve_logs_requests_only_when_asked(tmp_path: Path, access_log: bool) -
     text = log.read_text()
     assert "Application startup complete" in text
     assert ("GET /healthz?probe=1" in text) is access_log
+
+
+def test_serve_refuses_an_oversized_request_head_and_keeps_serving(tmp_path: Path) -> None:
+    """httptools buffers a header until it ends: a head past 64 KiB is a 431 before it is
+    parsed, whatever follows, and requests of normal size on a kept-alive connection each
+    start a fresh count."""
+    import socket
+
+    port = free_port()
+    env = {**os.environ, "JUDGE_INPROCESS_WORKER": "off"}
+    process = spawn(["serve", "--port", str(port)], env, tmp_path / "serve.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000)
+            head = sock.recv(200)
+        assert head.startswith(b"HTTP/1.1 431 ")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            padding = {"X-Pad": "p" * 40_000}  # each head ~40 KB: only the sum is over 64
+            for _ in range(3):
+                assert client.get("/healthz", headers=padding).status_code == 200
+    finally:
+        stop(process)

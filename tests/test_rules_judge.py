@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 from unittest import mock
@@ -12,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judge_service.config import Settings
-from judge_service.judges.rules import claims, repetition
+from judge_service.judges.rules import claims, repetition, rules_judge
 from judge_service.judges.rules.final_answer import answers_match
+from judge_service.offload import OFFLOAD_CHARS
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Result, Rollout
 from judge_service.trace.tokenizer import LoadedTokenizer
@@ -228,3 +230,31 @@ def test_sentence_words_lowered_whole_or_word_by_word_alike(sentence: str) -> No
     words = [w.lower() for w in repetition._WORD.findall(sentence)]
     assert repetition.normalise(sentence) == words
     assert repetition.normalise("İstanbul is far") == ["i̇stanbul", "is", "far"]
+
+
+def test_a_short_trace_is_judged_on_the_loop_and_a_long_one_in_a_thread(
+    engine: Engine, bpe: LoadedTokenizer
+) -> None:
+    """Below OFFLOAD_CHARS the rules judge runs where the request is (a thread hop cost
+    more than the work); a longer text goes to a worker thread, so the loop keeps serving."""
+    threads: list[int] = []
+    real = rules_judge.judge_spans
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    short = "17 × 24 = 408.\n\\boxed{408}"
+    long = "".join(f"Step {i}: {i} + {i} = {2 * i}.\n" for i in range(200)) + "\\boxed{0}"
+    assert len(short) < OFFLOAD_CHARS <= len(long)
+    with mock.patch.object(rules_judge, "judge_spans", spy):
+        for text in (short, long):
+            loop_thread: list[int] = []
+
+            async def judge(text: str = text, seen: list[int] = loop_thread) -> None:
+                seen.append(threading.get_ident())
+                rollout = Rollout(id="t", response_token_ids=bpe.hf.encode(text))
+                await engine.judge_one(rollout, Options(use_cache=False))
+
+            asyncio.run(judge())
+            assert (threads[-1] == loop_thread[0]) is (text is short)

@@ -4,6 +4,8 @@ one sentence at a time against an inverted index of the ones before it."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,6 +72,35 @@ def traces(draw: st.DrawFn) -> list[str]:
 @given(traces())
 def test_a_whole_trace_at_once_equals_one_sentence_at_a_time(sentences: list[str]) -> None:
     assert R.repeated_sentences(sentences) == one_at_a_time(sentences)
+
+
+@settings(max_examples=100, deadline=None)
+@given(traces(), st.integers(1, 40))
+def test_pairs_counted_a_few_units_at_a_time_give_the_same_answer(
+    sentences: list[str], chunk: int
+) -> None:
+    """The pair counting is split into chunks of whole units (memory stays bounded on a
+    flood of near-duplicates); tiny chunks must not change a single answer."""
+    with mock.patch.object(R, "PAIRS_PER_CHUNK", chunk):
+        assert R.repeated_sentences(sentences) == one_at_a_time(sentences)
+
+
+def test_a_flood_of_near_duplicates_is_counted_in_bounded_chunks() -> None:
+    """12,000 sentences sharing most trigrams (a 131k-token trace's worth) meet up to
+    256 others per trigram: tens of millions of pairs, counted a chunk at a time."""
+    flood = [f"let me check the sum number {i} once again now" for i in range(12_000)]
+    largest: list[int] = []
+    real = R._similar_in
+
+    def spy(holders: Any, *rest: Any) -> Any:
+        largest.append(int(rest[2][holders].sum()))  # pairs in this chunk
+        return real(holders, *rest)
+
+    with mock.patch.object(R, "_similar_in", spy):
+        found = R.repeated_sentences(flood)
+    assert not any(found)  # 5 of 8 trigrams shared: 5 / 11, never 0.8
+    assert sum(largest) > 10 * R.PAIRS_PER_CHUNK
+    assert max(largest) <= R.PAIRS_PER_CHUNK + 16 * R.MAX_POSTINGS  # one unit may overshoot
 
 
 def test_a_trigram_shared_by_hundreds_is_compared_through_its_first_holders_only() -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from judge_service.api.app import create_app
 from judge_service.config import Settings
 from judge_service.devtools.tokenizers import build_byte_level_bpe
 from judge_service.errors import TokenizerError, UnavailableError
+from judge_service.trace import loading
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache, TokenizerPolicy
 from tests.conftest import LiveServer
 from tests.hub_support import Blackhole, FakeHub, refused_url
@@ -442,6 +444,12 @@ def test_a_loaded_listed_name_is_served_without_the_disk_and_a_root_name_is_not(
     assert cache.get(str(rooted)).vocab_size > 0
     shutil.rmtree(listed)
     shutil.rmtree(rooted)
-    assert cache.get(str(listed)) is first
-    with pytest.raises(TokenizerError, match="no tokenizer directory"):
-        cache.get(str(rooted), "rollout.tokenizer")
+    with (
+        mock.patch.object(loading, "trusted_source", wraps=loading.trusted_source) as named,
+        mock.patch.object(loading.os.path, "isdir", wraps=loading.os.path.isdir) as rooted_stat,
+    ):
+        assert cache.get(str(listed)) is first
+        assert named.call_count == 0 and rooted_stat.call_count == 0  # nothing looked at
+        with pytest.raises(TokenizerError, match="no tokenizer directory"):
+            cache.get(str(rooted), "rollout.tokenizer")
+        assert rooted_stat.call_count == 1

@@ -25,9 +25,11 @@ def run(args: argparse.Namespace) -> int:
 
     from judge_service.api.app import create_app
 
-    # loop/http "auto" take uvloop and httptools (main dependencies) where they import:
-    # under the pure-Python h11 parser, its protocol was ~17% of the server's samples on
-    # small requests (BENCHMARKS.md "End to end").
+    # uvloop and httptools (main dependencies): under the pure-Python h11 parser, its
+    # protocol was ~17% of the server's samples on small requests (BENCHMARKS.md "End to
+    # end"). httptools' protocol gets the head-size bound that h11's has (http_protocol.py).
+    from judge_service.api.http_protocol import BoundedHeadProtocol
+
     uvicorn.run(
         create_app(),
         host=args.host,
@@ -35,6 +37,6 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=args.access_log,
         loop="auto",
-        http="auto",
+        http=BoundedHeadProtocol,
     )
     return 0

@@ -50,8 +50,11 @@ def make_request(
     script: str,
     text: str = TRACE_TEXT,
     limits: JudgeLimits | None = None,
+    ids: list[int] | None = None,
 ) -> JudgeRequest:
-    trace = bpe.decode(encode(bpe, text))
+    """A request whose problem names `script` (the scripted servers answer by it), for
+    `text` or for `ids` as they are."""
+    trace = bpe.decode(encode(bpe, text) if ids is None else ids)
     return JudgeRequest(
         rollout_id=script,
         trace=trace,

@@ -28,6 +28,8 @@ MIN_CHARS = 20
 MIN_WORDS = 4  # at least 3: every compared sentence has a trigram
 THRESHOLD = 0.8
 MAX_POSTINGS = 256
+# Sentence pairs counted at a time: ~50 MB of index arrays, whatever the trace.
+PAIRS_PER_CHUNK = 1 << 20
 
 IntArray = npt.NDArray[np.int64]
 
@@ -81,16 +83,47 @@ def _similar_units(ids: list[list[int]], vocabulary: int, threshold: float) -> I
     rank = np.arange(key.shape[0]) - start  # 0 for a trigram's first holder
     # Each holder meets the earlier holders the index kept (the first MAX_POSTINGS).
     met = np.minimum(rank, MAX_POSTINGS)
-    total = int(met.sum())
+    # A unit's pairs are counted together, a few units at a time: a flood of near-identical
+    # sentences meets up to MAX_POSTINGS others per trigram, tens of millions of pairs
+    # for a long trace, which at once would be gigabytes of index arrays.
+    by_unit = np.argsort(unit, kind="stable")
+    ends = np.cumsum(met[by_unit])
+    unit_end = np.flatnonzero(np.r_[unit[by_unit][1:] != unit[by_unit][:-1], True])
+    found: list[IntArray] = []
+    lo, done = 0, 0
+    while lo < unit_end.shape[0]:
+        # Whole units up to PAIRS_PER_CHUNK pairs (at least one unit, however many it has).
+        hi = max(lo, int(np.searchsorted(ends[unit_end], done + PAIRS_PER_CHUNK, "right")) - 1)
+        first_entry = 0 if lo == 0 else int(unit_end[lo - 1]) + 1
+        chunk = by_unit[first_entry : int(unit_end[hi]) + 1]
+        found.append(_similar_in(chunk, unit, start, met, sizes, threshold))
+        done, lo = int(ends[unit_end[hi]]), hi + 1
+    return np.unique(np.concatenate(found))
+
+
+def _similar_in(
+    holders: IntArray,
+    unit: IntArray,
+    start: IntArray,
+    met: IntArray,
+    sizes: IntArray,
+    threshold: float,
+) -> IntArray:
+    """Of the units owning entries `holders` (all of each unit's entries), those similar
+    enough to an earlier unit."""
+    counts = met[holders]
+    total = int(counts.sum())
     if total == 0:
         return np.zeros(0, np.int64)
-    holder = np.repeat(np.arange(key.shape[0]), met)
-    offset = np.arange(total) - np.repeat(np.cumsum(met) - met, met)
+    holder = np.repeat(holders, counts)
+    offset = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     later, earlier = unit[holder], unit[start[holder] + offset]
-    pairs, shared = np.unique(later * len(ids) + earlier, return_counts=True)
-    later, earlier = pairs // len(ids), pairs % len(ids)
+    units = np.int64(sizes.shape[0])
+    pairs, shared = np.unique(later * units + earlier, return_counts=True)
+    later, earlier = pairs // units, pairs % units
     similar = shared / (sizes[later] + sizes[earlier] - shared) >= threshold
-    return np.unique(later[similar])
+    chosen: IntArray = later[similar]
+    return chosen
 
 
 def _trigrams(ids: list[list[int]], vocabulary: int) -> tuple[IntArray, IntArray]:

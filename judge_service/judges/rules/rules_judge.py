@@ -291,15 +291,15 @@ def read_trace(request: JudgeRequest) -> Reading:
     # line's links parsed already (judge_service/grounding.py).
     links = TraceLinks.of(request.trace)
     lines = [
-        (number, base, line, _sentences(line))
+        (number, base, _sentences(line))
         for number, (base, line) in enumerate(_lines(request.trace.text))
         if line.strip()
     ]
     # Near-duplicates are found for the whole trace at once (repetition.py), in the order
     # the lines are then read.
     flags = iter(repeated_sentences([text for *_, found in lines for *_, text in found]))
-    for number, base, line, found in lines:
-        reader.read_line(base, links.links(number, line), found, flags)
+    for number, base, found in lines:
+        reader.read_line(base, links.links(number), found, flags)
     reading = Reading(reader.findings, reader.false_links)
     answer = locate_final_answer(request.trace.text, request.final_answer)
     if answer is None:
