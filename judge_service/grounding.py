@@ -32,6 +32,7 @@ class TraceLinks:
     def __init__(self, text: str) -> None:
         self.text = text
         self._line_starts: npt.NDArray[np.int64] | None = None
+        self._line_start_list: list[int] | None = None
         self._false: dict[int, list[tuple[int, int, str]]] = {}
 
     @classmethod
@@ -41,9 +42,14 @@ class TraceLinks:
 
     def _starts(self) -> npt.NDArray[np.int64]:
         if self._line_starts is None:
-            ends = [m.end() for m in _NEWLINE.finditer(self.text)]
-            self._line_starts = np.asarray([0, *ends], np.int64)
+            self._line_starts = np.asarray(self._start_list(), np.int64)
         return self._line_starts
+
+    def _start_list(self) -> list[int]:
+        # A list for the rules judge's line-by-line walk (no numpy scalar per line).
+        if self._line_start_list is None:
+            self._line_start_list = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+        return self._line_start_list
 
     def links(self, line: int) -> list[Link]:
         """Every checkable link of line `line`, offsets relative to the line, parsed now.
@@ -57,17 +63,18 @@ class TraceLinks:
 
         base, text = self._line(line)
         found = find_links(text) if "=" in text else []
-        self._false[line] = [
-            (base + link.left_start, base + link.right_end, text[link.left_start : link.right_end])
-            for link in found
-            if not link.holds and not link.trivial
-        ]
+        false: list[tuple[int, int, str]] = []
+        for link in found:  # a loop, not a comprehension: most lines have one link or none
+            if not link.holds and not link.trivial:
+                a, b = link.left_start, link.right_end
+                false.append((base + a, base + b, text[a:b]))
+        self._false[line] = false
         return found
 
     def _line(self, line: int) -> tuple[int, str]:
-        starts = self._starts()
-        base = int(starts[line])
-        stop = int(starts[line + 1]) if line + 1 < starts.shape[0] else len(self.text)
+        starts = self._start_list()
+        base = starts[line]
+        stop = starts[line + 1] if line + 1 < len(starts) else len(self.text)
         return base, self.text[base:stop].rstrip("\r\n")
 
     def _false_links(self, line: int) -> list[tuple[int, int, str]]:

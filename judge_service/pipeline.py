@@ -50,8 +50,9 @@ from judge_service.schemas import (
 )
 from judge_service.store import Store
 from judge_service.store.cache import CacheState, JudgmentCache
-from judge_service.trace import MarkedView, Trace, last_boxed, mark
+from judge_service.trace import Trace, last_boxed
 from judge_service.trace.detokenize import LoadedTokenizer
+from judge_service.trace.markers import marked_view
 from judge_service.trace.tokenizer import TokenizerCache
 from judge_service.validate import Rounds, Validator
 from judge_service.view.source import TraceSource
@@ -244,11 +245,11 @@ class Engine:
         # Marking and folding follow the text: a tokenizer with long pieces makes a short
         # trace in tokens a long one in characters.
         size = max(trace.num_tokens, len(trace.text) // TEXT_CHARS_PER_TOKEN)
-        view = await off_loop(size, functools.partial(_prepare, trace, validator))
+        if judge.reads_view:
+            await off_loop(size, functools.partial(_prepare, trace, validator))
         request = JudgeRequest(
             rollout_id=rollout.id,
             trace=trace,
-            view=view,
             problem=rollout.problem,
             final_answer=final_answer,
             reward=rollout.reward,
@@ -291,9 +292,7 @@ class Engine:
                     outcome = replace(
                         outcome, transcript=[*partial.transcript, *outcome.transcript]
                     )
-        accepted, rejected = await off_loop(
-            trace.num_tokens, functools.partial(rounds.final, outcome.spans)
-        )
+        accepted, rejected = await off_loop(size, functools.partial(rounds.final, outcome.spans))
         if outcome.scores:  # a model-internal judge's continuous scores (value:<model>)
             accepted = [replace(s, score=outcome.scores.get((s.start, s.end))) for s in accepted]
         counts: dict[str, int] = {}
@@ -398,10 +397,10 @@ def _check_mask(rollout: Rollout, field: str) -> None:
         )
 
 
-def _prepare(trace: Trace, validator: Validator) -> MarkedView:
+def _prepare(trace: Trace, validator: Validator) -> None:
     """The judge's view, and the validator's index built ahead of the judge's first check."""
     validator.prepare()
-    return mark(trace)
+    marked_view(trace)
 
 
 def batch_stats(

@@ -253,7 +253,7 @@ class Validator:
     def _limit_per_line(
         self, candidates: list[tuple[int, Span, Any]], reject: Any
     ) -> list[tuple[int, Span, Any]]:
-        if self.index is None:
+        if not candidates or self.index is None:  # nothing to count: no index to build
             return candidates
         per_line: dict[int, int] = {}
         kept: list[tuple[int, Span, Any]] = []

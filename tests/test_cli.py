@@ -126,5 +126,37 @@ def test_serve_refuses_an_oversized_request_head_and_keeps_serving(tmp_path: Pat
             padding = {"X-Pad": "p" * 40_000}  # each head ~40 KB: only the sum is over 64
             for _ in range(3):
                 assert client.get("/healthz", headers=padding).status_code == 200
+        # A body, however large, is not head, even when it arrives in the head's read; nor
+        # are the pipelined requests after it.
+        body = json.dumps({"rollout": {"id": "x" * 300_000}}).encode()
+        request = (
+            b"POST /v1/judge HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        ping = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(request + ping * 3)
+            replies = _read_responses(sock, 4)
+        assert [r.split(b" ", 2)[1] for r in replies] == [b"422", b"200", b"200", b"200"]
+        assert b"rollout" in replies[0]  # the app read the body and named what is wrong
     finally:
         stop(process)
+
+
+def _read_responses(sock: Any, count: int) -> list[bytes]:
+    """`count` HTTP/1.1 responses (each with a content-length) read off `sock`."""
+    buffer, out = b"", []
+    while len(out) < count:
+        while b"\r\n\r\n" not in buffer:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed after {len(out)} responses"
+            buffer += chunk
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        while len(buffer) < length:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed inside a body"
+            buffer += chunk
+        out.append(head + b"\r\n\r\n" + buffer[:length])
+        buffer = buffer[length:]
+    return out

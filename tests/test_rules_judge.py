@@ -13,11 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judge_service.config import Settings
-from judge_service.judges.rules import claims, repetition, rules_judge
+from judge_service.devtools.scripted.harness import make_request
+from judge_service.judges.base import Judge
+from judge_service.judges.rules import claims, plain_claims, repetition, rules_judge
 from judge_service.judges.rules.final_answer import answers_match
 from judge_service.offload import OFFLOAD_CHARS
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Result, Rollout
+from judge_service.trace import markers
 from judge_service.trace.tokenizer import LoadedTokenizer
 
 
@@ -258,3 +261,44 @@ def test_a_short_trace_is_judged_on_the_loop_and_a_long_one_in_a_thread(
 
             asyncio.run(judge())
             assert (threads[-1] == loop_thread[0]) is (text is short)
+
+
+def test_the_rules_judge_reads_the_text_and_the_trace_is_not_marked_for_it(
+    engine: Engine, bpe: LoadedTokenizer
+) -> None:
+    """Marking a 32k-token trace costs milliseconds, and only an LLM's prompt reads the
+    view: the pipeline marks ahead only for a judge that `reads_view`; the view is still
+    there, built once, for anyone who asks (`JudgeRequest.view`)."""
+    text = "17 × 24 = 418.\nWait, 17 × 24 = 408.\n\\boxed{408}"
+    with mock.patch.object(markers, "mark", wraps=markers.mark) as marking:
+        result, _ = _judge(engine, bpe, text, reference_answer="408")
+        assert marking.call_count == 0
+        assert {s.label for s in result.spans} >= {"invalid", "verified_correction"}
+        request = make_request(bpe, "plain", text=text)
+        assert request.view is request.view and marking.call_count == 1
+        assert request.view == markers.mark(request.trace)
+    assert not rules_judge.RulesJudge.reads_view and Judge.reads_view
+
+
+@pytest.mark.parametrize("plain_first", [True, False])
+def test_a_plain_lines_claims_meet_a_lexed_lines(
+    engine: Engine, bpe: LoadedTokenizer, plain_first: bool
+) -> None:
+    """A plain line's values are Python ints and a lexed line's sympy numbers: an error on
+    one kind of line is still corrected, built on and repeated on the other kind."""
+    plain_error, lexed_error = "So 17 × 4 = 78.", "Check: $17 \\times 4 = 78$"
+    plain_fix, lexed_fix = "Wait, so 17 × 4 = 68.", "Wait: $17 \\times 4 = 68$"
+    plain = plain_claims.plain_links
+    assert plain(plain_error) and plain(plain_fix)
+    assert plain(lexed_error) is None and plain(lexed_fix) is None
+    error, fix = (plain_error, lexed_fix) if plain_first else (lexed_error, plain_fix)
+    again = "$17 \\times 20 = 340$" if plain_first else "So 17 × 20 = 340."
+    first = "So 17 × 20 = 340." if plain_first else "$17 \\times 20 = 340$"
+    text = f"{first}\n{error}\n{fix}\n{again}\n\\boxed{{408}}"
+    result, _ = _judge(engine, bpe, text, reference_answer="408")
+    assert _label_of(result, "78") == "invalid"
+    assert _label_of(result, "68") == "verified_correction"
+    assert [s.label for s in result.spans if "340" in s.evidence] == [
+        "valid_progress",
+        "unproductive_repetition",
+    ]

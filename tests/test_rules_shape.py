@@ -14,7 +14,7 @@ from judge_service.judges.rules.shape import TokenSpan, shape_spans
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.spans import SpanLimits
 from judge_service.trace.decode import Trace
-from judge_service.trace.markers import mark, marker_positions
+from judge_service.trace.markers import marker_positions
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
 from judge_service.validate import validate_spans
 from tests.conftest import EXAMPLES
@@ -28,7 +28,6 @@ def _request(tok: LoadedTokenizer, text: str, **extra: Any) -> JudgeRequest:
     return JudgeRequest(
         rollout_id="t",
         trace=trace,
-        view=mark(trace),
         problem=str(extra.get("problem", "")),
         final_answer=extra.get("final_answer"),
         reward=extra.get("reward"),

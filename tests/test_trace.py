@@ -56,6 +56,19 @@ def test_split_multibyte_char_belongs_to_completing_token(bpe: LoadedTokenizer) 
     assert all(trace.token_text(i) == "" for i in range(start, owner))
 
 
+def test_many_char_ranges_map_to_tokens_as_one_at_a_time(bpe: LoadedTokenizer) -> None:
+    text = "ok 😀 数学 é {-5} 17 × 24 = 408\n\nnext 😀😀 line"
+    trace = bpe.decode(bpe.hf.encode(text, add_special_tokens=False))
+    assert any(trace.token_text(i) == "" for i in range(trace.num_tokens))  # split chars
+    ranges = [(a, b) for a in range(len(text)) for b in range(a + 1, min(a + 6, len(text)) + 1)]
+    firsts, ends = trace.tokens_for_char_ranges([a for a, _ in ranges], [b for _, b in ranges])
+    assert list(zip(firsts.tolist(), ends.tolist(), strict=True)) == [
+        trace.tokens_for_chars(a, b) for a, b in ranges
+    ]
+    with pytest.raises(ValueError, match="empty char range"):
+        trace.tokens_for_char_ranges([3], [3])
+
+
 def test_special_tokens_are_shown_as_text(bpe: LoadedTokenizer) -> None:
     ids = bpe.hf.encode("<think>\nhi\n</think>", add_special_tokens=False)
     think = bpe.hf.convert_tokens_to_ids("<think>")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge_service.trace.decode import Trace
 from judge_service.trace.detokenize import LoadedTokenizer
-from judge_service.trace.markers import MarkedView
+from judge_service.trace.markers import MarkedView, marked_view
 from judge_service.validate import ValidationReport
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ class JudgeLimits:
 class JudgeRequest:
     rollout_id: str
     trace: Trace
-    view: MarkedView
     problem: str
     final_answer: str | None
     reward: float | None
@@ -54,6 +53,12 @@ class JudgeRequest:
     @property
     def labels(self) -> list[str]:
         return list(self.label_scores)
+
+    @property
+    def view(self) -> MarkedView:
+        """The trace with its ⟦n⟧ markers, built on first use and kept with the trace. The
+        pipeline builds it ahead, in a worker thread, for a judge that `reads_view`."""
+        return marked_view(self.trace)
 
 
 @dataclass
@@ -91,6 +96,9 @@ class Judge(ABC):
 
     name: str
     prompt_version: str
+    # Whether the judge reads `JudgeRequest.view` (an LLM's prompt does; the rules judge
+    # reads the text): the pipeline then marks the trace before the judge runs.
+    reads_view: bool = True
 
     def key_material(
         self, label_scores: Mapping[str, float], limits: JudgeLimits

@@ -8,7 +8,7 @@ completes it; the tokens before it own an empty range.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -64,3 +64,19 @@ class Trace:
         while first > 0 and self.offsets[first - 1] == self.offsets[first]:
             first -= 1
         return first, last + 1
+
+    def tokens_for_char_ranges(
+        self, char_starts: Sequence[int], char_ends: Sequence[int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """`tokens_for_chars` of many ranges at once: (first tokens, end tokens)."""
+        starts = np.asarray(char_starts, np.int64)
+        stops = np.asarray(char_ends, np.int64)
+        if (stops <= starts).any():
+            raise ValueError("empty char range")
+        ends = self.offsets[1:]
+        first = ends.searchsorted(starts, side="right")
+        last = ends.searchsorted(stops - 1, side="right")
+        # Back over the empty-range tokens before: to the first token whose range starts
+        # where this one's does (offsets do not decrease, so they lie together).
+        first = self.offsets.searchsorted(self.offsets[first], side="left")
+        return first.astype(np.int64), (last + 1).astype(np.int64)

@@ -121,6 +121,11 @@ def mark(
     return MarkedView("".join(parts), tuple(cuts[:-1]) if stop > start else ())
 
 
+def marked_view(trace: Trace) -> MarkedView:
+    """`mark(trace)`, once per trace (`Trace.derived`)."""
+    return trace.derived(MarkedView, lambda: mark(trace))
+
+
 def mark_every_token(trace: Trace, start: int, end: int) -> str:
     """Tokens ``[start, end)`` with a marker before each one (the view_tokens tool)."""
     return "".join(f"⟦{i}⟧{escape_view_text(trace.token_text(i))}" for i in range(start, end))

@@ -20,7 +20,7 @@ from judge_service.tools.base import Tool, ToolContext, ToolResult
 from judge_service.tools.check_equivalence import CheckEquivalenceTool
 from judge_service.tools.run_python import RunPythonTool
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
-from judge_service.trace import Trace, mark
+from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
 from judge_service.validate import ValidationReport, validate_spans
 
@@ -58,7 +58,6 @@ def make_request(
     return JudgeRequest(
         rollout_id=script,
         trace=trace,
-        view=mark(trace),
         problem=f"Compute 17 × 24. SCRIPT:{script}",
         final_answer="408",
         reward=1.0,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import sympy
@@ -24,54 +23,18 @@ from judge_service.errors import ParseError
 from judge_service.judges.rules import arithmetic as ar
 from judge_service.judges.rules.arithmetic import Parsed, Token, lex, parse_tokens
 from judge_service.judges.rules.exact import exact_equal
-
-__all__ = ["Link", "find_links"]
-
-
-@dataclass(frozen=True)
-class Link:
-    """One `left = right` link; offsets are char offsets into the line, end exclusive."""
-
-    left_start: int
-    left_end: int
-    right_start: int
-    right_end: int
-    left_text: str
-    right_text: str
-    left_value: Any  # sympy.Expr
-    right_value: Any  # sympy.Expr
-    holds: bool
-    trivial: bool  # neither side applies an operation ("5 = 5", "-3 = -3")
-    approximate: bool  # holds only through the decimal rounding rule
-
-
-def _wordset(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-# Words that make a number next to them an operand of something larger.
-_OPERATOR_WORDS = _wordset(
-    """times plus minus over divided multiplied squared cubed factorial percent percentage mod
-    modulo choose sqrt root roots log ln lg exp sin cos tan cot sec csc arcsin arccos arctan sinh
-    cosh tanh gcd lcm max min floor ceil ceiling abs det power pi half halves twice double triple
-    thrice negative less more than of by to from through into per with between and or"""
+from judge_service.judges.rules.links import (
+    AND_CONTINUES,
+    LEFT_STOP,
+    RIGHT_STOP,
+    SAFE_OTHER,
+    Link,
 )
-_LEFT_STOP = _OPERATOR_WORDS | _wordset(
-    "add adding subtract subtracting multiply multiplying divide dividing square cube average"
-    " mean avg exceeds under above below"
-)
-_RIGHT_STOP = _OPERATOR_WORDS | _wordset(
-    """raised hundred hundreds thousand thousands million millions billion billions trillion
-    dozen dozens third thirds quarter quarters fourth fourths fifth fifths sixth sixths eighth
-    eighths tenth tenths hundredth hundredths thousandth thousandths point remainder rem in out"""
-)
-# After "= 3 and", these continue the number ("3 and a half", "3 and 1/2").
-_AND_CONTINUES = _wordset("a an one half quarter third two three four five")
-# Non-math symbols that separate statements, so a claim may start or end next to them.
-_SAFE_OTHER = _wordset(
-    r"""\implies \Rightarrow \Longrightarrow \rightarrow \Leftrightarrow \iff \therefore
-    \because \checkmark → ⇒ ⟹ ⟶ ↔ ⇔ ∴ ∵ — ✓ ✔ ✗ ✘ ✅ ❌ • ◦ ▪"""
-)
+from judge_service.judges.rules.plain_claims import plain_links
+
+__all__ = ["Link", "find_links", "lexed_links"]
+
+
 _WORDS = re.compile(r"[^\W\d_]+")
 _DIGIT = re.compile(r"[0-9]")
 _DECIMAL = re.compile(r"[-+−]?\s*[0-9,]*\.([0-9]+)\s*(\\?%)?")
@@ -92,6 +55,12 @@ def find_links(line: str) -> list[Link]:
     """Every checkable `a = b` link in `line`, in order; a chain `a = b = c` gives two."""
     if "=" not in line or _DIGIT.search(line) is None:
         return []
+    plain = plain_links(line)
+    return plain if plain is not None else lexed_links(line)
+
+
+def lexed_links(line: str) -> list[Link]:
+    """`find_links` for any line, token by token (`plain_links` is its fast path)."""
     toks = lex(line)
     links: list[Link] = []
     for k, t in enumerate(toks):
@@ -201,10 +170,10 @@ def _left_level(toks: list[Token], p: int, attached: bool) -> int | None:
         word = _word(prev, last=True)
         if attached or len(word) == 1:
             return None
-        if word in _LEFT_STOP and not (word == "and" and _conjunction(toks, p)):
+        if word in LEFT_STOP and not (word == "and" and _conjunction(toks, p)):
             return None
         return _SOFT
-    if prev.kind == ar.OTHER and not attached and prev.text in _SAFE_OTHER:
+    if prev.kind == ar.OTHER and not attached and prev.text in SAFE_OTHER:
         return _HARD
     return None
 
@@ -247,9 +216,9 @@ def _right(line: str, toks: list[Token], k: int) -> _Side | None:
         cut = openers[0]
         w = _skip(toks, cut + 1, 1)
         word = _word(toks[w], last=False) if w < n else ""
-        if cut == lo or toks[cut - 1].kind != ar.SPACE or len(word) < 3 or word in _LEFT_STOP:
+        if cut == lo or toks[cut - 1].kind != ar.SPACE or len(word) < 3 or word in LEFT_STOP:
             return None
-        return _Side(lo, _skip(toks, cut - 1, -1) + 1) if word not in _RIGHT_STOP else None
+        return _Side(lo, _skip(toks, cut - 1, -1) + 1) if word not in RIGHT_STOP else None
     return _right_follow(toks, lo, hi, follow, attached)
 
 
@@ -277,11 +246,11 @@ def _right_follow(toks: list[Token], lo: int, hi: int, follow: int, attached: bo
             return None
         if word == "and":  # a conjunction, unless "= 3 and a half", "= 3 and 1/2"
             w = min(_skip(toks, q + 1, 1), len(toks) - 1)
-            continues = toks[w].kind == ar.NUM or _word(toks[w], False) in _AND_CONTINUES
+            continues = toks[w].kind == ar.NUM or _word(toks[w], False) in AND_CONTINUES
             word = "and" if continues and not _starts_claim(toks, w) else ""
-        if word in _RIGHT_STOP:
+        if word in RIGHT_STOP:
             return None
-    elif not (nxt.kind == ar.OTHER and not attached and nxt.text in _SAFE_OTHER):
+    elif not (nxt.kind == ar.OTHER and not attached and nxt.text in SAFE_OTHER):
         return None
     return _Side(lo, hi, bang=bang, ellipsis=ellipsis)
 

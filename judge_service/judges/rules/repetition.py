@@ -40,43 +40,49 @@ def normalise(sentence: str) -> list[str]:
         # be lowered first (one call, not one per word). Not so beyond ASCII: "İ" lowers
         # to "i" and a combining dot, which would split the word.
         return _ASCII_WORD.findall(sentence.lower())
-    return [w.lower() for w in _WORD.findall(sentence)]
+    return list(map(str.lower, _WORD.findall(sentence)))
 
 
 def repeated_sentences(sentences: Sequence[str], threshold: float = THRESHOLD) -> list[bool]:
     """For each sentence, in order: whether it repeats one before it."""
     result = [False] * len(sentences)
     seen: set[str] = set()
-    vocabulary: dict[str, int] = {}
     units: list[int] = []  # the sentences compared by trigrams, in order
-    ids: list[list[int]] = []  # their words, as ids
+    words: list[str] = []  # their words, one after another
+    lengths: list[int] = []  # how many words each has
     for k, sentence in enumerate(sentences):
-        words = normalise(sentence)
-        joined = " ".join(words)
-        if len(joined) < MIN_CHARS or len(words) < MIN_WORDS:
+        found = normalise(sentence)
+        joined = " ".join(found)
+        if len(joined) < MIN_CHARS or len(found) < MIN_WORDS:
             continue
         if joined in seen:
             result[k] = True
             continue
         seen.add(joined)
         units.append(k)
-        ids.append([vocabulary.setdefault(w, len(vocabulary)) for w in words])
+        words.extend(found)
+        lengths.append(len(found))
     if len(units) > 1:
-        for unit in _similar_units(ids, len(vocabulary), threshold):
+        # Word ids by first appearance; the lookups run in C (map, fromiter), not a
+        # Python loop over every word.
+        vocabulary = {w: i for i, w in enumerate(dict.fromkeys(words))}
+        ids = np.fromiter(map(vocabulary.__getitem__, words), np.int64, len(words))
+        for unit in _similar_units(ids, np.asarray(lengths, np.int64), len(vocabulary), threshold):
             result[units[unit]] = True
     return result
 
 
-def _similar_units(ids: list[list[int]], vocabulary: int, threshold: float) -> IntArray:
-    """The units whose trigram set is similar enough to an earlier unit's."""
-    unit, key = _trigrams(ids, vocabulary)
+def _similar_units(ids: IntArray, lengths: IntArray, vocabulary: int, threshold: float) -> IntArray:
+    """The units (their word ids one after another, `lengths` words each) whose trigram
+    set is similar enough to an earlier unit's."""
+    unit, key = _trigrams(ids, lengths, vocabulary)
     # One entry per (trigram, unit), by trigram then unit: a trigram's holders in order.
     order = np.lexsort((unit, key))
     unit, key = unit[order], key[order]
     fresh = np.ones(key.shape[0], np.bool_)
     fresh[1:] = (key[1:] != key[:-1]) | (unit[1:] != unit[:-1])
     unit, key = unit[fresh], key[fresh]  # a set: a trigram counts once per unit
-    sizes = np.bincount(unit, minlength=len(ids))
+    sizes = np.bincount(unit, minlength=lengths.shape[0])
     first = np.ones(key.shape[0], np.bool_)
     first[1:] = key[1:] != key[:-1]
     start = np.maximum.accumulate(np.where(first, np.arange(key.shape[0]), 0))
@@ -126,11 +132,9 @@ def _similar_in(
     return chosen
 
 
-def _trigrams(ids: list[list[int]], vocabulary: int) -> tuple[IntArray, IntArray]:
+def _trigrams(flat: IntArray, lengths: IntArray, vocabulary: int) -> tuple[IntArray, IntArray]:
     """(unit, trigram key) for every trigram of every unit; a key packs three word ids."""
-    lengths = np.fromiter((len(words) for words in ids), np.int64, len(ids))
-    flat = np.fromiter((w for words in ids for w in words), np.int64, int(lengths.sum()))
-    owner = np.repeat(np.arange(len(ids)), lengths)
+    owner = np.repeat(np.arange(lengths.shape[0]), lengths)
     # A trigram starts at i when i + 2 is still in the same unit.
     starts = np.flatnonzero(owner[:-2] == owner[2:]) if flat.shape[0] >= 3 else flat[:0]
     base = np.int64(vocabulary + 1)

@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 import sympy
 
@@ -94,10 +95,13 @@ _SPELLINGS = (
     ("\\left", ""),
     ("\\right", ""),
 )
+# The one-character spellings, replaced in one pass: no command spelling contains or
+# yields one of them, so this pass and the commands' commute.
+_SYMBOLS = str.maketrans({k: v for k, v in _SPELLINGS if len(k) == 1})
+_COMMANDS = tuple((k, v) for k, v in _SPELLINGS if len(k) > 1)
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """A labelled char range of the trace text (converted to tokens at the end)."""
 
     char_start: int
@@ -116,7 +120,10 @@ def _relation(*sides: str) -> tuple[int | Fraction, ...]:
     """The numbers a claim relates, signs and order aside: "17 × 24 = 408", "24 × 17 = 408"
     and "408 / 24 = 17" state one relation. Relations are only compared with each other,
     so they hold Python numbers (exact, and a quarter of sympy's cost)."""
-    return tuple(sorted(_magnitude(m) for side in sides for m in _NUMBER.findall(side)))
+    numbers = [m for side in sides for m in _NUMBER.findall(side)]
+    if not any("." in side for side in sides):  # integers only: int and abs run in C
+        return tuple(sorted(map(abs, map(int, numbers))))
+    return tuple(sorted(map(_magnitude, numbers)))
 
 
 def _magnitude(number: str) -> int | Fraction:
@@ -130,15 +137,23 @@ def _plain(number: str) -> int | Fraction:
     return Fraction(number) if "." in number else int(number)
 
 
-def _as_plain(value: sympy.Expr) -> int | Fraction:
+def _as_plain(value: sympy.Expr | int) -> int | Fraction | None:
+    """A link's value as a Python number when it is rational (None: irrational). A plain
+    line's values are Python ints already (`plain_claims`); sympy's Integer hashes and
+    compares equal to its int, so the two meet in one set or dictionary."""
+    if isinstance(value, int):
+        return value
+    if not value.is_Rational:
+        return None
     p, q = int(value.p), int(value.q)
     return p if q == 1 else Fraction(p, q)
 
 
 def _normal(expression: str) -> str:
-    out = "".join(expression.split())
-    for spelling, canonical in _SPELLINGS:
-        out = out.replace(spelling, canonical)
+    out = "".join(expression.split()).translate(_SYMBOLS)
+    if "\\" in out:
+        for spelling, canonical in _COMMANDS:
+            out = out.replace(spelling, canonical)
     return out
 
 
@@ -149,28 +164,33 @@ class _Reader:
     findings: list[Finding] = field(default_factory=list)
     false_links: list[tuple[int, int]] = field(default_factory=list)
     # Unrepaired false claims: the value of their left side -> the wrong values given.
-    errors: dict[sympy.Expr, list[sympy.Expr]] = field(default_factory=dict)
-    tainted: set[sympy.Expr] = field(default_factory=set)
+    errors: dict[sympy.Expr | int, list[sympy.Expr | int]] = field(default_factory=dict)
+    tainted: set[sympy.Expr | int] = field(default_factory=set)
     # The rational tainted values as Python numbers: a sentence's numbers are looked up
     # in it without making sympy numbers of them (a number in text is never irrational,
     # and an irrational value never equals one).
     tainted_numbers: set[int | Fraction] = field(default_factory=set)
-    claims: set[tuple[str, sympy.Expr]] = field(default_factory=set)  # true: (left, value)
+    claims: set[tuple[str, sympy.Expr | int]] = field(default_factory=set)  # true: (left, value)
     # Relations established by true claims -> how often each was re-checked since.
     rechecks: dict[tuple[int | Fraction, ...], int] = field(default_factory=dict)
 
     def _uses_tainted(self, text: str) -> bool:
         numbers = self.tainted_numbers
-        return bool(numbers) and any(_plain(m) in numbers for m in _NUMBER.findall(text))
+        if not numbers:
+            return False
+        found = _NUMBER.findall(text)
+        # In C (map, isdisjoint stops at the first hit); without a "." every number is an int.
+        return not numbers.isdisjoint(map(int if "." not in text else _plain, found))
 
-    def _taint(self, value: sympy.Expr) -> None:
+    def _taint(self, value: sympy.Expr | int) -> None:
         self.tainted.add(value)
-        if value.is_Rational:
-            self.tainted_numbers.add(_as_plain(value))
+        number = _as_plain(value)
+        if number is not None:
+            self.tainted_numbers.add(number)
 
-    def _untaint(self, values: list[sympy.Expr]) -> None:
+    def _untaint(self, values: list[sympy.Expr | int]) -> None:
         self.tainted.difference_update(values)
-        self.tainted_numbers.difference_update(_as_plain(v) for v in values if v.is_Rational)
+        self.tainted_numbers.difference_update(n for n in map(_as_plain, values) if n is not None)
 
     def read_line(
         self,
@@ -183,12 +203,19 @@ class _Reader:
         (`_sentences`) and, for each of them in turn, whether it repeats an earlier one."""
         claim_findings = self._claims(links, base) if links else []
         self.findings.extend(claim_findings)
-        strong = any(f.label != L.VALID_PROGRESS for f in claim_findings)
+        # Plain loops, not any(<generator>): a line has a finding or two, and building the
+        # generator cost more than the test (thousands of lines a trace).
+        strong = False
+        for f in claim_findings:
+            strong = strong or f.label != L.VALID_PROGRESS
         for match in sentences:
             text = match[2]
             start, end = base + match[0], base + match[1]
             repeated = next(repeated_flags)
-            if strong or any(f.char_start < end and start < f.char_end for f in claim_findings):
+            claimed = strong
+            for f in claim_findings:
+                claimed = claimed or (f.char_start < end and start < f.char_end)
+            if claimed:
                 if repeated and not strong:
                     self._add(start, end, L.UNPRODUCTIVE_REPETITION)
                 continue
@@ -248,7 +275,9 @@ class _Reader:
             return L.UNPRODUCTIVE_REPETITION  # a result re-checked before, re-checked again
         return L.VALID_PROGRESS
 
-    def _establish(self, claim: tuple[str, sympy.Expr], sides: list[str], right: str) -> list[int]:
+    def _establish(
+        self, claim: tuple[str, sympy.Expr | int], sides: list[str], right: str
+    ) -> list[int]:
         """Records a true claim and the relations it states with each earlier side of its
         chain (a = b = c also states a = c); returns how often each relation already known
         had been re-checked (empty: a new result)."""
@@ -264,9 +293,14 @@ class _Reader:
 
 def _sentences(line: str) -> list[tuple[int, int, str]]:
     """Sentences of a line as (start, end, text), surrounding spaces excluded."""
+    pieces = _SENTENCE_END.split(line)
+    if len(pieces) == 1:  # most lines: one sentence, no search for where it starts
+        stripped = line.strip()
+        lead = len(line) - len(line.lstrip())
+        return [(lead, lead + len(stripped), stripped)] if stripped else []
     out: list[tuple[int, int, str]] = []
     position = 0
-    for piece in [*_SENTENCE_END.split(line)]:
+    for piece in pieces:
         start = line.index(piece, position) if piece else position
         stripped = piece.strip()
         if stripped:
@@ -334,11 +368,13 @@ def _value(answer: str) -> sympy.Expr | None:
 def to_token_spans(findings: list[Finding], trace: Trace) -> list[TokenSpan]:
     """Char findings to non-overlapping token spans, the more important first."""
     ordered = sorted(findings, key=lambda f: (PRIORITY.get(f.label, 9), f.char_start, -f.char_end))
+    firsts, lasts = trace.tokens_for_char_ranges(
+        [f.char_start for f in ordered], [f.char_end for f in ordered]
+    )
     starts: list[int] = []  # the spans taken so far, disjoint, by start
     ends: list[int] = []
     spans: list[TokenSpan] = []
-    for finding in ordered:
-        start, end = trace.tokens_for_chars(finding.char_start, finding.char_end)
+    for finding, start, end in zip(ordered, firsts.tolist(), lasts.tolist(), strict=True):
         at = bisect.bisect_right(starts, start) - 1
         while 0 <= at < len(starts) and starts[at] <= start < ends[at]:
             start, at = ends[at], at + 1  # begins inside a taken span: start after it
@@ -369,6 +405,7 @@ def judge_spans(request: JudgeRequest, limits: SpanLimits) -> list[dict[str, obj
 class RulesJudge(Judge):
     name = "rules"
     prompt_version = PROMPT_VERSION
+    reads_view = False  # it reads the text; its quotes come from shape_spans
 
     def __init__(
         self, max_point_tokens: int = 512, max_region_share: float = 0.5, max_spans: int = 256

@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from judge_service.folding import fold
 from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, SpanLimits
@@ -43,8 +43,7 @@ MIN_QUOTE_CHARS = 8
 MAX_JOIN_GAP_CHARS = 16
 
 
-@dataclass(frozen=True)
-class TokenSpan:
+class TokenSpan(NamedTuple):
     start: int
     end: int
     label: str
@@ -53,10 +52,14 @@ class TokenSpan:
 
 class _Lines:
     def __init__(self, trace: Trace) -> None:
-        self.starts = marker_array(trace)
+        self.starts = marker_array(trace).tolist()  # bisect on a list: no numpy scalars
 
     def of(self, token: int) -> int:
-        return int(self.starts.searchsorted(token, side="right")) - 1
+        return bisect.bisect_right(self.starts, token) - 1
+
+    def of_starts(self, spans: Sequence[TokenSpan]) -> list[int]:
+        """The line of each span's start."""
+        return [bisect.bisect_right(self.starts, s.start) - 1 for s in spans]
 
 
 def shape_spans(
@@ -88,9 +91,9 @@ def shape_spans(
 
     kept = sorted((s for s in spans if s.end > s.start and fits(s)), key=lambda s: s.start)
     kept = _after_invalid(kept)
-    kept = _join_crowded(kept, trace, lines, fits, limits.max_per_line)
-    kept = _best(kept, rank, limits.max_per_line, group=lambda s: lines.of(s.start))
-    kept = _best(kept, rank, limits.max_spans, group=lambda s: 0)
+    kept, kept_lines = _join_crowded(kept, trace, lines, fits, limits.max_per_line)
+    kept = _best(kept, rank, limits.max_per_line, kept_lines)
+    kept = _best(kept, rank, limits.max_spans, [0] * len(kept))
     kept = _after_invalid(kept)
     escaped = escape_view_text(trace.text)
     return [_quoted(span, trace, escaped, lines) for span in kept]
@@ -124,43 +127,47 @@ def _join_crowded(
     lines: _Lines,
     fits: Callable[[TokenSpan], bool],
     per_line: int,
-) -> list[TokenSpan]:
+) -> tuple[list[TokenSpan], list[int]]:
     """On a line where too many spans start, joins runs of same-label neighbours, so that
-    "17 × 20 = 340, 17 × 4 = 68, and 340 + 68 = 408" keeps credit on every claim."""
+    "17 × 20 = 340, 17 × 4 = 68, and 340 + 68 = 408" keeps credit on every claim. Returns
+    the spans and the line each starts on."""
+    line_of = lines.of_starts(spans)
     counts: dict[int, int] = {}
-    for span in spans:
-        line = lines.of(span.start)
+    for line in line_of:
         counts[line] = counts.get(line, 0) + 1
     out: list[TokenSpan] = []
-    for span in spans:
-        line = lines.of(span.start)
-        last = out[-1] if out else None
-        if last is not None and counts[line] > per_line and lines.of(last.start) == line:
+    out_lines: list[int] = []
+    for span, line in zip(spans, line_of, strict=True):
+        if out and counts[line] > per_line and out_lines[-1] == line:
+            last = out[-1]
             low, high = trace.char_range(last.end, span.start)
-            joined = replace(last, end=span.end, confidence=min(last.confidence, span.confidence))
+            joined = last._replace(end=span.end, confidence=min(last.confidence, span.confidence))
             gap = trace.text[low:high].strip()
             if last.label == span.label and len(gap) <= MAX_JOIN_GAP_CHARS and fits(joined):
                 out[-1] = joined
                 continue
         out.append(span)
-    return out
+        out_lines.append(line)
+    return out, out_lines
 
 
 def _best(
     spans: list[TokenSpan],
     rank: Callable[[TokenSpan], tuple[int, float, int]],
     limit: int,
-    group: Callable[[TokenSpan], int],
+    groups: list[int],
 ) -> list[TokenSpan]:
-    """At most `limit` spans per group, the best ranked; the survivors in trace order."""
+    """At most `limit` spans per group (`groups[i]` is span i's), the best ranked; the
+    survivors in trace order (`spans` are disjoint, by start)."""
     taken: dict[int, int] = {}
-    out: list[TokenSpan] = []
-    for span in sorted(spans, key=rank):
-        key = group(span)
+    keep: list[int] = []
+    for i in sorted(range(len(spans)), key=lambda i: rank(spans[i])):
+        key = groups[i]
         if taken.get(key, 0) < limit:
             taken[key] = taken.get(key, 0) + 1
-            out.append(span)
-    return sorted(out, key=lambda s: s.start)
+            keep.append(i)
+    keep.sort()
+    return [spans[i] for i in keep]
 
 
 def _quoted(span: TokenSpan, trace: Trace, escaped: str, lines: _Lines) -> dict[str, object]:
