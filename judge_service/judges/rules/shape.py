@@ -75,6 +75,8 @@ def shape_spans(
 
     `priority` ranks labels (lower is more important); `positive` are the labels with a
     positive score; `false_links` are the char ranges of the false arithmetic links."""
+    if not spans:  # nothing to shape: no line index, no escaped text
+        return []
     lines = _Lines(trace)
     links = sorted(false_links)
     region_cap = max(1, math.floor(limits.max_region_share * trace.num_tokens))
