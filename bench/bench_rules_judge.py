@@ -1,0 +1,77 @@
+"""The rules judge alone, in process: `judge_spans` on the end-to-end bench's 32k-token
+traces (bench_e2e.py's arithmetic and prose, byte-level BPE and Metaspace), median of 9,
+each on a freshly decoded trace (nothing memoised from a run before).
+
+    .venv/bin/python bench/bench_rules_judge.py
+    # another checkout's package, for before/after figures in one session:
+    git worktree add /tmp/before <commit>
+    PYTHONPATH=/tmp/before .venv/bin/python bench/bench_rules_judge.py
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_e2e import arithmetic, ids_of, prose
+
+import judge_service
+from judge_service.devtools.tokenizers import build_byte_level_bpe, build_metaspace_bpe, math_corpus
+from judge_service.judges.base import JudgeRequest
+from judge_service.judges.rules import rules_judge
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.spans import SpanLimits
+from judge_service.trace.markers import mark
+from judge_service.trace.tokenizer import TokenizerCache
+
+REPEATS = 9
+
+
+def main() -> None:
+    print(f"judge_service from {Path(judge_service.__file__).parent}")
+    work = Path(tempfile.mkdtemp(prefix="bench-rules-"))
+    rng = random.Random(0)  # bench_e2e.py's tokenizers exactly
+    corpus = math_corpus(20) + [prose(rng, 400) for _ in range(200)]
+    tokenizers = {
+        "byte-level BPE": build_byte_level_bpe(work / "bpe", vocab_size=2000, corpus=corpus),
+        "Metaspace + byte fallback": build_metaspace_bpe(work / "sp"),
+    }
+    # Before session 6 a request carried its marked view as a field.
+    wants_view = "view" in inspect.signature(JudgeRequest).parameters
+    print("| 32k-token trace | chars | judge_spans ms |\n|---|---:|---:|")
+    for tok_name, directory in tokenizers.items():
+        tok = TokenizerCache().get(str(directory))
+        for text_name, text_of in (("varied prose", prose), ("arithmetic claims", arithmetic)):
+            ids = ids_of(tok.hf, lambda n, f=text_of: f(random.Random(1), n), 32_768)
+
+            def fresh(ids: list[int] = ids, tok: Any = tok) -> JudgeRequest:
+                trace = tok.decode(ids)
+                extra: dict[str, Any] = {"view": mark(trace)} if wants_view else {}
+                return JudgeRequest(
+                    rollout_id="bench",
+                    trace=trace,
+                    problem="Work it out.",
+                    final_answer=None,
+                    reward=None,
+                    reference_answer=None,
+                    reference_solution=None,
+                    label_scores=dict(DEFAULT_LABEL_SCORES),
+                    **extra,
+                )
+
+            times = []
+            for request in [fresh() for _ in range(REPEATS)]:
+                began = time.perf_counter()
+                rules_judge.judge_spans(request, SpanLimits())
+                times.append((time.perf_counter() - began) * 1000)
+            chars = len(request.trace.text)
+            print(f"| {text_name}, {tok_name} | {chars:,} | {statistics.median(times):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
