@@ -229,6 +229,16 @@ def cases(
     return rows
 
 
+def build_tokenizers(work: Path) -> dict[str, Path]:
+    """The two tokenizers every case runs on, trained here (bench_rules_judge.py too)."""
+    rng = random.Random(0)
+    corpus = math_corpus(20) + [prose(rng, 400) for _ in range(200)]
+    return {
+        "byte-level BPE": build_byte_level_bpe(work / "bpe", vocab_size=2000, corpus=corpus),
+        "Metaspace + byte fallback": build_metaspace_bpe(work / "sp"),
+    }
+
+
 def client_json_ms(ids: list[int], response: bytes) -> float:
     """The client's own JSON work inside "end to end": the request body's dumps and the
     response's loads, which no change to the server can remove."""
@@ -252,12 +262,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
-    rng = random.Random(0)
-    corpus = math_corpus(20) + [prose(rng, 400) for _ in range(200)]
-    dirs = {
-        "byte-level BPE": build_byte_level_bpe(work / "bpe", vocab_size=2000, corpus=corpus),
-        "Metaspace + byte fallback": build_metaspace_bpe(work / "sp"),
-    }
+    dirs = build_tokenizers(work)
     hf = {name: AutoTokenizer.from_pretrained(str(d)) for name, d in dirs.items()}
     env = {
         "JUDGE_DEFAULT_TOKENIZER": str(dirs["byte-level BPE"]),

@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_e2e import arithmetic, ids_of, prose
+from bench_e2e import arithmetic, build_tokenizers, ids_of, prose
 
 import judge_service
-from judge_service.devtools.tokenizers import build_byte_level_bpe, build_metaspace_bpe, math_corpus
 from judge_service.judges.base import JudgeRequest
 from judge_service.judges.rules import rules_judge
 from judge_service.labels import DEFAULT_LABEL_SCORES
@@ -35,12 +34,7 @@ REPEATS = 9
 def main() -> None:
     print(f"judge_service from {Path(judge_service.__file__).parent}")
     work = Path(tempfile.mkdtemp(prefix="bench-rules-"))
-    rng = random.Random(0)  # bench_e2e.py's tokenizers exactly
-    corpus = math_corpus(20) + [prose(rng, 400) for _ in range(200)]
-    tokenizers = {
-        "byte-level BPE": build_byte_level_bpe(work / "bpe", vocab_size=2000, corpus=corpus),
-        "Metaspace + byte fallback": build_metaspace_bpe(work / "sp"),
-    }
+    tokenizers = build_tokenizers(work)
     # Before session 6 a request carried its marked view as a field.
     wants_view = "view" in inspect.signature(JudgeRequest).parameters
     print("| 32k-token trace | chars | judge_spans ms |\n|---|---:|---:|")

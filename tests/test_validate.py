@@ -282,3 +282,14 @@ def test_rounds_keep_the_first_submission_rejections(trace: Trace) -> None:
     fresh = Rounds(Validator(trace, LABELS))
     accepted, rejected = fresh.final([bad])
     assert not accepted and [r.round for r in rejected] == [1]
+
+
+def test_an_empty_submission_builds_no_index(trace: Trace) -> None:
+    """Folding the trace and finding its lines cost milliseconds for a long trace; a
+    submission with no spans needs neither, one with spans builds them once."""
+    validator = Validator(trace, DEFAULT_LABEL_SCORES)
+    accepted, rejected = Rounds(validator).final([])
+    assert accepted == [] and rejected == []
+    assert validator._index is None
+    report = validator.check([_span(trace, "17 × 24 = 408")])
+    assert len(report.accepted) == 1 and validator._index is not None

@@ -54,16 +54,16 @@ class Trace:
         """The smallest token span ``[a, b)`` whose text covers chars ``[char_start, char_end)``.
 
         Empty-range tokens just before the first char are included: they carry the
-        leading bytes of a character that the next token completes.
+        leading bytes of a character that the next token completes. (Back over them in
+        one search: to the first token whose range starts where this one's does; offsets
+        never decrease, so those tokens lie together, however many a trace holds.)
         """
         if char_end <= char_start:
             raise ValueError("empty char range")
         ends = self.offsets[1:]
         first = int(ends.searchsorted(char_start, side="right"))
         last = int(ends.searchsorted(char_end - 1, side="right"))
-        while first > 0 and self.offsets[first - 1] == self.offsets[first]:
-            first -= 1
-        return first, last + 1
+        return int(self.offsets.searchsorted(self.offsets[first], side="left")), last + 1
 
     def tokens_for_char_ranges(
         self, char_starts: Sequence[int], char_ends: Sequence[int]
@@ -76,7 +76,5 @@ class Trace:
         ends = self.offsets[1:]
         first = ends.searchsorted(starts, side="right")
         last = ends.searchsorted(stops - 1, side="right")
-        # Back over the empty-range tokens before: to the first token whose range starts
-        # where this one's does (offsets do not decrease, so they lie together).
         first = self.offsets.searchsorted(self.offsets[first], side="left")
         return first.astype(np.int64), (last + 1).astype(np.int64)
