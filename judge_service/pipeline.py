@@ -184,7 +184,11 @@ class Engine:
             functools.partial(self.decode, rollout, field, tokenizer),
         )
         key = cache_key(
-            rollout, rollout.tokenizer or self.settings.default_tokenizer or "", judge, resolved
+            rollout,
+            rollout.tokenizer or self.settings.default_tokenizer or "",
+            judge,
+            resolved,
+            trace.token_ids,
         )
         judgment: Judgment | None = None
         cache_state: CacheState | None = None

@@ -66,7 +66,9 @@ class Trace:
         return int(self.offsets.searchsorted(self.offsets[first], side="left")), last + 1
 
     def tokens_for_char_ranges(
-        self, char_starts: Sequence[int], char_ends: Sequence[int]
+        self,
+        char_starts: Sequence[int] | npt.NDArray[np.int64],
+        char_ends: Sequence[int] | npt.NDArray[np.int64],
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """`tokens_for_chars` of many ranges at once: (first tokens, end tokens)."""
         starts = np.asarray(char_starts, np.int64)

@@ -26,7 +26,7 @@ import re
 
 from judge_service.judges.rules.links import LEFT_STOP, RIGHT_STOP, Link
 
-__all__ = ["MAX_CHARS", "plain_links"]
+__all__ = ["MAX_CHARS", "plain_links", "python_plain_links"]
 
 MAX_CHARS = 400  # far below the parser's 500-character expression bound
 _NUMBER = r"(?:0|[1-9][0-9]{0,8})"
@@ -47,8 +47,9 @@ _NOT_BESIDE = LEFT_STOP | RIGHT_STOP  # beside a chain, any of these: not plain
 _new_link = tuple.__new__
 
 
-def plain_links(line: str) -> list[Link] | None:
-    """`find_links(line)` when the line is plain, else None."""
+def python_plain_links(line: str) -> list[Link] | None:
+    """`find_links(line)` when the line is plain, else None: the definition, which the
+    compiled `_scan.plain_links` equals."""
     if len(line) > MAX_CHARS or _PLAIN_LINE.fullmatch(line) is None:
         return None
     links: list[Link] = []
@@ -64,13 +65,13 @@ def plain_links(line: str) -> list[Link] | None:
         # anything ("5 = 5", "-3 + 4 = 1"); after "," or ";" no bare number; after a word
         # or "." neither a bare number nor a sign ("So 3 + 4 = 7", not "So -3 + 4 = 1").
         lt = texts[0]
-        lv, lops = _value(lt)
+        lv, lops = python_value(lt)
         usable = (word is None and punct is None) or (
             lops > 0 and (punct in (",", ";") or lt[0].isdigit())
         )
         for rt in texts[1:]:
             rs = position + len(lt) + 3
-            rv, rops = _value(rt)
+            rv, rops = python_value(rt)
             if usable:
                 holds, trivial = lv == rv, not (lops or rops)
                 fields = (position, rs - 3, rs, rs + len(rt), lt, rt)
@@ -81,7 +82,7 @@ def plain_links(line: str) -> list[Link] | None:
     return links
 
 
-def _value(expression: str) -> tuple[int, int]:
+def python_value(expression: str) -> tuple[int, int]:
     """(value, operations) of ``[sign]n (op n)*``: products before sums, left to right; a
     sign is no operation."""
     parts = expression.split(" ")
@@ -103,3 +104,9 @@ def _value(expression: str) -> tuple[int, int]:
             total += sign * term
             sign, term = (-1 if op in _NEGATIVE else 1), operand
     return total + sign * term, len(parts) // 2
+
+
+try:  # the compiled scanner (_scan.pyx), where the install could build it
+    from judge_service.judges.rules._scan import plain_links
+except ImportError:  # pragma: no cover - a build without a C compiler
+    plain_links = python_plain_links

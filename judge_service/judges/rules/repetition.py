@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -43,33 +44,65 @@ def normalise(sentence: str) -> list[str]:
     return list(map(str.lower, _WORD.findall(sentence)))
 
 
+class Units(NamedTuple):
+    """A trace's sentences sorted for the trigram comparison."""
+
+    repeats: list[int]  # sentences equal, once normalised, to an earlier one
+    units: list[int]  # the sentences to compare by trigrams, in order
+    ids: IntArray  # their words' ids (by first appearance), one unit after another
+    lengths: list[int]  # how many words each unit has
+    vocabulary: int  # how many distinct words
+
+
 def repeated_sentences(sentences: Sequence[str], threshold: float = THRESHOLD) -> list[bool]:
     """For each sentence, in order: whether it repeats one before it."""
     result = [False] * len(sentences)
+    found = sentence_units(sentences)
+    for k in found.repeats:
+        result[k] = True
+    if len(found.units) > 1:
+        lengths = np.asarray(found.lengths, np.int64)
+        for unit in _similar_units(found.ids, lengths, found.vocabulary, threshold):
+            result[found.units[unit]] = True
+    return result
+
+
+def python_sentence_units(sentences: Sequence[str]) -> Units:
+    """The definition, which the compiled `_scan.sentence_units` equals: each sentence
+    normalised; too short to compare, an exact repeat, or a unit."""
+    repeats: list[int] = []
     seen: set[str] = set()
-    units: list[int] = []  # the sentences compared by trigrams, in order
-    words: list[str] = []  # their words, one after another
-    lengths: list[int] = []  # how many words each has
+    units: list[int] = []
+    words: list[str] = []  # the units' words, one after another
+    lengths: list[int] = []
     for k, sentence in enumerate(sentences):
         found = normalise(sentence)
         joined = " ".join(found)
         if len(joined) < MIN_CHARS or len(found) < MIN_WORDS:
             continue
         if joined in seen:
-            result[k] = True
+            repeats.append(k)
             continue
         seen.add(joined)
         units.append(k)
         words.extend(found)
         lengths.append(len(found))
-    if len(units) > 1:
-        # Word ids by first appearance; the lookups run in C (map, fromiter), not a
-        # Python loop over every word.
-        vocabulary = {w: i for i, w in enumerate(dict.fromkeys(words))}
-        ids = np.fromiter(map(vocabulary.__getitem__, words), np.int64, len(words))
-        for unit in _similar_units(ids, np.asarray(lengths, np.int64), len(vocabulary), threshold):
-            result[units[unit]] = True
-    return result
+    vocabulary = {w: i for i, w in enumerate(dict.fromkeys(words))}
+    ids = np.fromiter(map(vocabulary.__getitem__, words), np.int64, len(words))
+    return Units(repeats, units, ids, lengths, len(vocabulary))
+
+
+def sentence_units(sentences: Sequence[str]) -> Units:
+    if _scan is None:
+        return python_sentence_units(sentences)
+    repeats, units, ids, lengths, vocabulary = _scan.sentence_units(sentences, MIN_CHARS, MIN_WORDS)
+    return Units(repeats, units, np.frombuffer(ids, np.int64), lengths, vocabulary)
+
+
+try:  # the compiled scanner (_scan.pyx), where the install could build it
+    from judge_service.judges.rules import _scan
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _scan = None  # type: ignore[assignment]
 
 
 def _similar_units(ids: IntArray, lengths: IntArray, vocabulary: int, threshold: float) -> IntArray:
@@ -92,7 +125,10 @@ def _similar_units(ids: IntArray, lengths: IntArray, vocabulary: int, threshold:
     # A unit's pairs are counted together, a few units at a time: a flood of near-identical
     # sentences meets up to MAX_POSTINGS others per trigram, tens of millions of pairs
     # for a long trace, which at once would be gigabytes of index arrays.
-    by_unit = np.argsort(unit, kind="stable")
+    # Stable: each unit's entries stay in trigram order. A 16-bit copy sorts by radix,
+    # 3x faster than int64's merge sort (1,736 sentences: 1.9 -> 0.6 ms).
+    small = lengths.shape[0] <= 1 << 16
+    by_unit = np.argsort(unit.astype(np.uint16) if small else unit, kind="stable")
     ends = np.cumsum(met[by_unit])
     unit_end = np.flatnonzero(np.r_[unit[by_unit][1:] != unit[by_unit][:-1], True])
     found: list[IntArray] = []

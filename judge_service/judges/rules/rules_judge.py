@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
+import numpy as np
 import sympy
 
 from judge_service import labels as L
@@ -200,7 +201,7 @@ class _Reader:
         repeated_flags: Iterator[bool],
     ) -> None:
         """Judge one line, given its arithmetic links (`claims.find_links`), its sentences
-        (`_sentences`) and, for each of them in turn, whether it repeats an earlier one."""
+        (`python_sentences`) and, for each of them in turn, whether it repeats an earlier one."""
         claim_findings = self._claims(links, base) if links else []
         self.findings.extend(claim_findings)
         # Plain loops, not any(<generator>): a line has a finding or two, and building the
@@ -291,8 +292,9 @@ class _Reader:
         return checked
 
 
-def _sentences(line: str) -> list[tuple[int, int, str]]:
-    """Sentences of a line as (start, end, text), surrounding spaces excluded."""
+def python_sentences(line: str) -> list[tuple[int, int, str]]:
+    """Sentences of a line as (start, end, text), surrounding spaces excluded: the
+    definition, which the compiled `_scan.sentences` equals."""
     pieces = _SENTENCE_END.split(line)
     if len(pieces) == 1:  # most lines: one sentence, no search for where it starts
         stripped = line.strip()
@@ -310,13 +312,24 @@ def _sentences(line: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _lines(text: str) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
+def python_line_sentences(text: str) -> list[tuple[int, int, list[tuple[int, int, str]]]]:
+    """(line number, where it starts, its sentences) of every line that is not blank; lines
+    end at "\\n" (a "\\r" before it is not theirs). The definition, which the compiled
+    `_scan.line_sentences` equals."""
+    out: list[tuple[int, int, list[tuple[int, int, str]]]] = []
     position = 0
-    for line in text.split("\n"):
-        out.append((position, line.rstrip("\r")))
+    for number, line in enumerate(text.split("\n")):
+        line_text = line.rstrip("\r")
+        if line_text.strip():
+            out.append((number, position, python_sentences(line_text)))
         position += len(line) + 1
     return out
+
+
+try:  # the compiled scanners (_scan.pyx), where the install could build them
+    from judge_service.judges.rules._scan import line_sentences
+except ImportError:  # pragma: no cover - a build without a C compiler
+    line_sentences = python_line_sentences
 
 
 def read_trace(request: JudgeRequest) -> Reading:
@@ -324,11 +337,7 @@ def read_trace(request: JudgeRequest) -> Reading:
     # Through the trace's shared links: validation's grounding check then finds every
     # line's links parsed already (judge_service/grounding.py).
     links = TraceLinks.of(request.trace)
-    lines = [
-        (number, base, _sentences(line))
-        for number, (base, line) in enumerate(_lines(request.trace.text))
-        if line.strip()
-    ]
+    lines = line_sentences(request.trace.text)
     # Near-duplicates are found for the whole trace at once (repetition.py), in the order
     # the lines are then read.
     flags = iter(repeated_sentences([text for *_, found in lines for *_, text in found]))
@@ -367,14 +376,31 @@ def _value(answer: str) -> sympy.Expr | None:
 
 def to_token_spans(findings: list[Finding], trace: Trace) -> list[TokenSpan]:
     """Char findings to non-overlapping token spans, the more important first."""
-    ordered = sorted(findings, key=lambda f: (PRIORITY.get(f.label, 9), f.char_start, -f.char_end))
-    firsts, lasts = trace.tokens_for_char_ranges(
-        [f.char_start for f in ordered], [f.char_end for f in ordered]
-    )
+    if not findings:
+        return []
+    starts = np.fromiter((f.char_start for f in findings), np.int64, len(findings))
+    ends = np.fromiter((f.char_end for f in findings), np.int64, len(findings))
+    ranks = np.fromiter((PRIORITY.get(f.label, 9) for f in findings), np.int64, len(findings))
+    # By priority, then start, then the longer first; ties stay in reading order (lexsort
+    # is stable, as sorted() was).
+    order = np.lexsort((-ends, starts, ranks))
+    firsts, lasts = trace.tokens_for_char_ranges(starts[order], ends[order])
+    spans: list[TokenSpan] = []
+    for index, start, end in disjoint_spans(firsts.tolist(), lasts.tolist()):
+        finding = findings[int(order[index])]
+        spans.append(TokenSpan(start, end, finding.label, finding.confidence))
+    return sorted(spans, key=lambda s: s.start)
+
+
+def python_disjoint_spans(firsts: list[int], lasts: list[int]) -> list[tuple[int, int, int]]:
+    """Token ranges ``[firsts[i], lasts[i])``, the more important first, each cut so that
+    it overlaps none taken before it: a start inside a taken range moves past it, an end
+    running into one stops before it. (index, start, end) of each range left nonempty.
+    The definition, which the compiled `_scan.disjoint_spans` equals."""
     starts: list[int] = []  # the spans taken so far, disjoint, by start
     ends: list[int] = []
-    spans: list[TokenSpan] = []
-    for finding, start, end in zip(ordered, firsts.tolist(), lasts.tolist(), strict=True):
+    out: list[tuple[int, int, int]] = []
+    for index, (start, end) in enumerate(zip(firsts, lasts, strict=True)):
         at = bisect.bisect_right(starts, start) - 1
         while 0 <= at < len(starts) and starts[at] <= start < ends[at]:
             start, at = ends[at], at + 1  # begins inside a taken span: start after it
@@ -385,8 +411,14 @@ def to_token_spans(findings: list[Finding], trace: Trace) -> list[TokenSpan]:
             continue
         starts.insert(after, start)
         ends.insert(after, end)
-        spans.append(TokenSpan(start, end, finding.label, finding.confidence))
-    return sorted(spans, key=lambda s: s.start)
+        out.append((index, start, end))
+    return out
+
+
+try:  # the compiled loop (_scan.pyx), where the install could build it
+    from judge_service.judges.rules._scan import disjoint_spans
+except ImportError:  # pragma: no cover - a build without a C compiler
+    disjoint_spans = python_disjoint_spans
 
 
 def judge_spans(request: JudgeRequest, limits: SpanLimits) -> list[dict[str, object]]:

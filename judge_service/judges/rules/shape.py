@@ -163,7 +163,8 @@ def _best(
     survivors in trace order (`spans` are disjoint, by start)."""
     taken: dict[int, int] = {}
     keep: list[int] = []
-    for i in sorted(range(len(spans)), key=lambda i: rank(spans[i])):
+    ranks = list(map(rank, spans))  # once each, not through a lambda per comparison key
+    for i in sorted(range(len(spans)), key=ranks.__getitem__):
         key = groups[i]
         if taken.get(key, 0) < limit:
             taken[key] = taken.get(key, 0) + 1
