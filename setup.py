@@ -1,6 +1,6 @@
-"""The one compiled part: the rules judge's scanners (judge_service/judges/rules/_scan.pyx).
+"""The compiled parts: the rules judge's scanners (judge_service/judges/rules/_*.pyx).
 
-Everything else is in pyproject.toml. The extension is optional: where no C compiler is
+Everything else is in pyproject.toml. The extensions are optional: where no C compiler is
 at hand the install still succeeds and the rules judge runs the scanners' Python
 definitions, which give the same results (tests/test_rules_scan.py), more slowly.
 """
@@ -9,18 +9,24 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-SOURCE = Path("judge_service/judges/rules/_scan.pyx")
+SOURCES = sorted(Path("judge_service/judges/rules").glob("_*.pyx"))
 
 
 def extensions() -> list[Extension]:
-    if not SOURCE.exists():  # the Docker image's dependency layer installs a stub package
+    if not SOURCES:  # the Docker image's dependency layer installs a stub package
         return []
     from Cython.Build import cythonize
 
-    extension = Extension(
-        "judge_service.judges.rules._scan", [str(SOURCE)], optional=True, extra_compile_args=["-O2"]
-    )
-    return cythonize([extension], compiler_directives={"language_level": "3"}, quiet=True)
+    built = [
+        Extension(
+            f"judge_service.judges.rules.{source.stem}",
+            [str(source)],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
+        for source in SOURCES
+    ]
+    return cythonize(built, compiler_directives={"language_level": "3"}, quiet=True)
 
 
 setup(ext_modules=extensions())

@@ -1,4 +1,4 @@
-"""The compiled scanners (judge_service/judges/rules/_scan.pyx) equal their Python
+"""The compiled scanners (judge_service/judges/rules/_*.pyx) equal their Python
 definitions: the plain-line links, a line's sentences, and the sentences' words for the
 near-duplicate check. `.ci/run` sets JUDGE_REQUIRE_NATIVE=1: there the module must be
 built, not skipped."""
@@ -17,7 +17,7 @@ from tests.test_rules_plain_claims import near_plain_lines, plain_lines
 from tests.test_rules_repetition import traces
 
 try:
-    from judge_service.judges.rules import _scan
+    from judge_service.judges.rules import _plain, _sentences, _spans
 except ImportError:  # pragma: no cover - an install without a C compiler
     if os.environ.get("JUDGE_REQUIRE_NATIVE") == "1":
         raise
@@ -25,9 +25,9 @@ except ImportError:  # pragma: no cover - an install without a C compiler
 
 
 def test_the_judge_runs_the_compiled_scanners() -> None:
-    assert plain_claims.plain_links is _scan.plain_links
-    assert rules_judge.line_sentences is _scan.line_sentences
-    assert rules_judge.disjoint_spans is _scan.disjoint_spans
+    assert plain_claims.plain_links is _plain.plain_links
+    assert rules_judge.line_sentences is _sentences.line_sentences
+    assert rules_judge.disjoint_spans is _spans.disjoint_spans
     assert repetition.sentence_units(["a b c ", " e f g h"]).units == []  # too short
     words = "one two three four five six seven"
     found = repetition.sentence_units([words, words.upper() + "!"])
@@ -35,7 +35,7 @@ def test_the_judge_runs_the_compiled_scanners() -> None:
 
 
 def same_links(line: str) -> None:
-    native, python = _scan.plain_links(line), plain_claims.python_plain_links(line)
+    native, python = _plain.plain_links(line), plain_claims.python_plain_links(line)
     assert native == python, line
     for a, b in zip(native or [], python or [], strict=True):
         assert type(a.left_value) is type(b.left_value) is int
@@ -73,7 +73,7 @@ def test_plain_links_past_64_bits(factors: list[str], op: str, sign: str, terms:
 
 def test_a_product_past_64_bits_has_its_exact_value() -> None:
     nine = "999999999"
-    links = _scan.plain_links(f"{nine} × {nine} × {nine} = 1")
+    links = _plain.plain_links(f"{nine} × {nine} × {nine} = 1")
     assert links is not None and links[0].left_value == 999_999_999**3 and not links[0].holds
 
 
@@ -85,7 +85,7 @@ SENTENCE_CHARS = [*"ab .!?。", "Ab", " ", "  ", "\t", "\r", "\u3000", "\x85", "
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from(SENTENCE_CHARS), max_size=30).map("".join))
 def test_sentences_of_a_line(line: str) -> None:
-    assert _scan.sentences(line) == rules_judge.python_sentences(line)
+    assert _sentences.sentences(line) == rules_judge.python_sentences(line)
 
 
 @settings(max_examples=1500, deadline=None)
@@ -95,7 +95,7 @@ def test_sentences_of_a_line(line: str) -> None:
     )
 )
 def test_the_lines_and_sentences_of_a_text(text: str) -> None:
-    assert _scan.line_sentences(text) == rules_judge.python_line_sentences(text)
+    assert _sentences.line_sentences(text) == rules_judge.python_line_sentences(text)
 
 
 # Words: connectors between alphanumerics and not, underscores, case beyond ASCII
@@ -156,7 +156,7 @@ def test_sentence_units_of_repetitive_traces(sentences: list[str]) -> None:
 def test_disjoint_spans_of_overlapping_ranges(ranges: list[tuple[int, int]]) -> None:
     firsts = [a for a, _ in ranges]
     lasts = [a + n for a, n in ranges]
-    native = _scan.disjoint_spans(firsts, lasts)
+    native = _spans.disjoint_spans(firsts, lasts)
     assert native == rules_judge.python_disjoint_spans(firsts, lasts)
     kept = sorted((start, end) for _, start, end in native)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(kept))  # disjoint

@@ -49,7 +49,7 @@ _new_link = tuple.__new__
 
 def python_plain_links(line: str) -> list[Link] | None:
     """`find_links(line)` when the line is plain, else None: the definition, which the
-    compiled `_scan.plain_links` equals."""
+    compiled `_plain.plain_links` equals."""
     if len(line) > MAX_CHARS or _PLAIN_LINE.fullmatch(line) is None:
         return None
     links: list[Link] = []
@@ -106,7 +106,7 @@ def python_value(expression: str) -> tuple[int, int]:
     return total + sign * term, len(parts) // 2
 
 
-try:  # the compiled scanner (_scan.pyx), where the install could build it
-    from judge_service.judges.rules._scan import plain_links
+try:  # the compiled scanner (_plain.pyx), where the install could build it
+    from judge_service.judges.rules._plain import plain_links
 except ImportError:  # pragma: no cover - a build without a C compiler
     plain_links = python_plain_links

@@ -68,7 +68,7 @@ def repeated_sentences(sentences: Sequence[str], threshold: float = THRESHOLD) -
 
 
 def python_sentence_units(sentences: Sequence[str]) -> Units:
-    """The definition, which the compiled `_scan.sentence_units` equals: each sentence
+    """The definition, which the compiled `_sentences.sentence_units` equals: each sentence
     normalised; too short to compare, an exact repeat, or a unit."""
     repeats: list[int] = []
     seen: set[str] = set()
@@ -99,8 +99,8 @@ def sentence_units(sentences: Sequence[str]) -> Units:
     return Units(repeats, units, np.frombuffer(ids, np.int64), lengths, vocabulary)
 
 
-try:  # the compiled scanner (_scan.pyx), where the install could build it
-    from judge_service.judges.rules import _scan
+try:  # the compiled scanner (_sentences.pyx), where the install could build it
+    from judge_service.judges.rules import _sentences as _scan
 except ImportError:  # pragma: no cover - a build without a C compiler
     _scan = None  # type: ignore[assignment]
 

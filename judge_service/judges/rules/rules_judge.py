@@ -294,7 +294,7 @@ class _Reader:
 
 def python_sentences(line: str) -> list[tuple[int, int, str]]:
     """Sentences of a line as (start, end, text), surrounding spaces excluded: the
-    definition, which the compiled `_scan.sentences` equals."""
+    definition, which the compiled `_sentences.sentences` equals."""
     pieces = _SENTENCE_END.split(line)
     if len(pieces) == 1:  # most lines: one sentence, no search for where it starts
         stripped = line.strip()
@@ -315,7 +315,7 @@ def python_sentences(line: str) -> list[tuple[int, int, str]]:
 def python_line_sentences(text: str) -> list[tuple[int, int, list[tuple[int, int, str]]]]:
     """(line number, where it starts, its sentences) of every line that is not blank; lines
     end at "\\n" (a "\\r" before it is not theirs). The definition, which the compiled
-    `_scan.line_sentences` equals."""
+    `_sentences.line_sentences` equals."""
     out: list[tuple[int, int, list[tuple[int, int, str]]]] = []
     position = 0
     for number, line in enumerate(text.split("\n")):
@@ -326,8 +326,8 @@ def python_line_sentences(text: str) -> list[tuple[int, int, list[tuple[int, int
     return out
 
 
-try:  # the compiled scanners (_scan.pyx), where the install could build them
-    from judge_service.judges.rules._scan import line_sentences
+try:  # the compiled scanners (_sentences.pyx), where the install could build them
+    from judge_service.judges.rules._sentences import line_sentences
 except ImportError:  # pragma: no cover - a build without a C compiler
     line_sentences = python_line_sentences
 
@@ -396,7 +396,7 @@ def python_disjoint_spans(firsts: list[int], lasts: list[int]) -> list[tuple[int
     """Token ranges ``[firsts[i], lasts[i])``, the more important first, each cut so that
     it overlaps none taken before it: a start inside a taken range moves past it, an end
     running into one stops before it. (index, start, end) of each range left nonempty.
-    The definition, which the compiled `_scan.disjoint_spans` equals."""
+    The definition, which the compiled `_spans.disjoint_spans` equals."""
     starts: list[int] = []  # the spans taken so far, disjoint, by start
     ends: list[int] = []
     out: list[tuple[int, int, int]] = []
@@ -415,8 +415,8 @@ def python_disjoint_spans(firsts: list[int], lasts: list[int]) -> list[tuple[int
     return out
 
 
-try:  # the compiled loop (_scan.pyx), where the install could build it
-    from judge_service.judges.rules._scan import disjoint_spans
+try:  # the compiled loop (_spans.pyx), where the install could build it
+    from judge_service.judges.rules._spans import disjoint_spans
 except ImportError:  # pragma: no cover - a build without a C compiler
     disjoint_spans = python_disjoint_spans
 

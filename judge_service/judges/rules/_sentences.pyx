@@ -1,0 +1,327 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The rules judge's sentence loops, compiled: a char loop each, where the definitions
+call the regex engine once per line or sentence and handle every piece in Python.
+
+* `sentences` and `line_sentences` equal `rules_judge.python_sentences` and
+  `python_line_sentences`;
+* `sentence_units` equals `repetition.python_sentence_units`.
+
+`tests/test_rules_scan.py` holds each equal to its definition; setup.py builds this
+module where it can.
+"""
+
+from cpython cimport array
+from cpython.unicode cimport Py_UNICODE_ISALNUM, Py_UNICODE_ISSPACE
+from libc.stdint cimport uint64_t
+
+from judge_service.judges.rules._chars cimport Chars, char_at, chars_of, is_digit, is_letter
+
+import array
+
+def sentences(str line):
+    """A line's sentences as (start, end, text), surrounding whitespace excluded: the
+    pieces between separators (a whitespace run after ``. ! ? 。``), stripped, empty ones
+    dropped (`rules_judge.python_sentences`)."""
+    cdef Chars cline = chars_of(line)
+    cdef Py_ssize_t n = len(line), i = 0, piece = 0, a, b
+    cdef list out = []
+    cdef Py_UCS4 c, previous = 0
+    while True:
+        # The next separator from i: a whitespace run whose first char follows an end.
+        while i < n:
+            c = char_at(cline, i)
+            if Py_UNICODE_ISSPACE(c) and (
+                previous == 46 or previous == 33 or previous == 63 or previous == 0x3002
+            ):
+                break
+            previous = c
+            i += 1
+        a, b = piece, i
+        while a < b and Py_UNICODE_ISSPACE(char_at(cline, a)):
+            a += 1
+        while b > a and Py_UNICODE_ISSPACE(char_at(cline, b - 1)):
+            b -= 1
+        if b > a:
+            out.append((a, b, line[a:b]))
+        if i >= n:
+            return out
+        while i < n and Py_UNICODE_ISSPACE(char_at(cline, i)):
+            i += 1
+        piece = i
+        previous = 0
+
+
+def line_sentences(str text):
+    """(line number, where it starts, `sentences` of it) of every line that is not blank
+    (`rules_judge.python_line_sentences`)."""
+    cdef Chars ctext = chars_of(text)
+    cdef list out = []
+    cdef Py_ssize_t n = len(text), start = 0, end, stop, k, number = 0
+    cdef bint blank
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            end = n
+        stop = end
+        while stop > start and char_at(ctext, stop - 1) == 13:  # "\r"
+            stop -= 1
+        blank = True
+        k = start
+        while k < stop:
+            if not Py_UNICODE_ISSPACE(char_at(ctext, k)):
+                blank = False
+                break
+            k += 1
+        if not blank:
+            out.append((number, start, sentences(text[start:stop])))
+        if end >= n:
+            return out
+        start = end + 1
+        number += 1
+
+
+cdef inline bint word_char(Py_UCS4 c) noexcept:
+    if c < 128:
+        return is_letter(c) or is_digit(c)
+    return Py_UNICODE_ISALNUM(c)
+
+
+cdef inline bint connector(Py_UCS4 c) noexcept:
+    # . , / ^ * + = × ·
+    return (c == 46 or c == 44 or c == 47 or c == 94 or c == 42 or c == 43 or c == 61
+            or c == 0xD7 or c == 0xB7)
+
+
+cdef inline Py_UCS4 lower_ascii(Py_UCS4 c) noexcept:
+    # Through an integer: Cython would make `c + 32` a str concatenation.
+    cdef unsigned int code = c
+    return <Py_UCS4>(code + 32 if 65 <= code <= 90 else code)
+
+
+cdef inline uint64_t hash_chars(str s, Py_ssize_t i, Py_ssize_t n, bint lower) noexcept:
+    """FNV-1a over the code points of s[i:i+n] (ASCII-lowered when `lower`)."""
+    cdef Chars cs = chars_of(s)
+    cdef uint64_t h = 14695981039346656037ULL
+    cdef Py_ssize_t t
+    cdef Py_UCS4 c
+    for t in range(i, i + n):
+        c = lower_ascii(char_at(cs, t)) if lower else char_at(cs, t)
+        h = (h ^ <uint64_t>c) * 1099511628211ULL
+    return h
+
+
+cdef class Vocabulary:
+    """Word -> id by first appearance, without a str per word: an open-addressing table
+    of ids and, per id, where its chars lie (a kept str, start, length, and whether they
+    are read ASCII-lowered). A word is compared by its code points, whatever the str's
+    storage kind, so "key" and "\u212aey".lower() are one word, as in a dict."""
+
+    cdef list keep  # the strs the ids' chars lie in
+    cdef array.array where, start, length, lower, hashes, slots
+    cdef Py_ssize_t mask, size
+
+    def __cinit__(self):
+        self.keep = []
+        self.where = array.array("q")
+        self.start = array.array("q")
+        self.length = array.array("q")
+        self.lower = array.array("q")
+        self.hashes = array.array("Q")
+        self.slots = array.array("q", [-1]) * 1024
+        self.mask = 1023
+        self.size = 0
+
+    cdef bint same(self, Py_ssize_t word, str s, Py_ssize_t i, Py_ssize_t n, bint lower):
+        cdef Chars cs = chars_of(s)
+        if self.length.data.as_longlongs[word] != n:
+            return False
+        cdef str kept = <str>self.keep[self.where.data.as_longlongs[word]]
+        cdef Chars ckept = chars_of(kept)
+        cdef Py_ssize_t at = self.start.data.as_longlongs[word], t
+        cdef bint kept_lower = self.lower.data.as_longlongs[word]
+        cdef Py_UCS4 a, b
+        for t in range(n):
+            a = lower_ascii(char_at(ckept, at + t)) if kept_lower else char_at(ckept, at + t)
+            b = lower_ascii(char_at(cs, i + t)) if lower else char_at(cs, i + t)
+            if a != b:
+                return False
+        return True
+
+    cdef Py_ssize_t find(self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower):
+        """The word's id, or -1."""
+        cdef Py_ssize_t slot = <Py_ssize_t>(h & <uint64_t>self.mask), word
+        while True:
+            word = self.slots.data.as_longlongs[slot]
+            if word < 0:
+                return -1
+            if self.hashes.data.as_ulonglongs[word] == h and self.same(word, s, i, n, lower):
+                return word
+            slot = (slot + 1) & self.mask
+
+    cdef Py_ssize_t add(self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower):
+        """A new id for a word `find` did not find."""
+        cdef Py_ssize_t word = self.size, slot
+        self.keep.append(s)
+        self.where.append(len(self.keep) - 1)
+        self.start.append(i)
+        self.length.append(n)
+        self.lower.append(lower)
+        self.hashes.append(h)
+        self.size += 1
+        if 2 * self.size > self.mask:
+            self.grow()
+        else:
+            slot = <Py_ssize_t>(h & <uint64_t>self.mask)
+            while self.slots.data.as_longlongs[slot] >= 0:
+                slot = (slot + 1) & self.mask
+            self.slots.data.as_longlongs[slot] = word
+        return word
+
+    cdef grow(self):
+        cdef Py_ssize_t word, slot
+        self.slots = array.array("q", [-1]) * (2 * (self.mask + 1))
+        self.mask = 2 * self.mask + 1
+        for word in range(self.size):
+            slot = <Py_ssize_t>(self.hashes.data.as_ulonglongs[word] & <uint64_t>self.mask)
+            while self.slots.data.as_longlongs[slot] >= 0:
+                slot = (slot + 1) & self.mask
+            self.slots.data.as_longlongs[slot] = word
+
+
+def sentence_units(sentences, Py_ssize_t min_chars, Py_ssize_t min_words):
+    """`repetition.python_sentence_units`: the exact repeats, and the sentences left to
+    compare by trigrams with their word ids (int64 bytes), word counts and vocabulary.
+
+    A sentence's words are found by `repetition.normalise`'s rule (a run of
+    alphanumerics, or several joined by single connectors) and looked up in a `Vocabulary`
+    without making a str of each (only a word beyond ASCII is lowered by `str.lower`); an
+    exact repeat is a unit's id sequence again, found through a table of their hashes."""
+    cdef list repeats = [], units = [], lengths = []
+    cdef Vocabulary vocabulary = Vocabulary()
+    cdef array.array ids = array.array("q")  # every unit's ids, one unit after another
+    cdef array.array unit_at = array.array("q")  # where each unit's ids start
+    cdef array.array seq_slots = array.array("q", [-1]) * 1024
+    cdef array.array seq_hashes = array.array("Q")
+    cdef Py_ssize_t seq_mask = 1023
+    # The current sentence's words: their str (s, or a lowered word), start, length, hash.
+    cdef list texts = []
+    cdef array.array w_start = array.array("q"), w_length = array.array("q")
+    cdef array.array w_lower = array.array("q"), w_hash = array.array("Q")
+    cdef array.array w_id = array.array("q")
+    cdef Py_ssize_t k = -1, n, i, j, count, chars, t, word, slot, unit, at
+    cdef bint ascii, known, same
+    cdef uint64_t h, sequence
+    cdef str s, text
+    cdef Py_UCS4 c
+    cdef Chars cs
+    for s in sentences:
+        k += 1
+        cs = chars_of(s)
+        n = len(s)
+        del texts[:]
+        count, chars = 0, -1
+        i = 0
+        while i < n:
+            if not word_char(char_at(cs, i)):
+                i += 1
+                continue
+            ascii = char_at(cs, i) < 128
+            j = i + 1
+            while j < n:
+                c = char_at(cs, j)
+                if word_char(c):
+                    ascii = ascii and c < 128
+                    j += 1
+                elif connector(c) and j + 1 < n and word_char(char_at(cs, j + 1)):
+                    ascii = ascii and c < 128 and char_at(cs, j + 1) < 128
+                    j += 2
+                else:
+                    break
+            if count == len(w_start):
+                for column in (w_start, w_length, w_lower, w_id):
+                    (<array.array>column).append(0)
+                w_hash.append(0)
+            if ascii:
+                texts.append(s)
+                w_start.data.as_longlongs[count] = i
+                w_length.data.as_longlongs[count] = j - i
+                w_lower.data.as_longlongs[count] = 1
+                w_hash.data.as_ulonglongs[count] = hash_chars(s, i, j - i, True)
+            else:
+                text = s[i:j].lower()
+                texts.append(text)
+                w_start.data.as_longlongs[count] = 0
+                w_length.data.as_longlongs[count] = len(text)
+                w_lower.data.as_longlongs[count] = 0
+                w_hash.data.as_ulonglongs[count] = hash_chars(text, 0, len(text), False)
+            chars += w_length.data.as_longlongs[count] + 1
+            count += 1
+            i = j
+        if chars < min_chars or count < min_words:
+            continue
+        known = True
+        sequence = 14695981039346656037ULL
+        for t in range(count):
+            word = vocabulary.find(
+                w_hash.data.as_ulonglongs[t], <str>texts[t], w_start.data.as_longlongs[t],
+                w_length.data.as_longlongs[t], w_lower.data.as_longlongs[t],
+            )
+            w_id.data.as_longlongs[t] = word
+            known = known and word >= 0
+            sequence = (sequence ^ <uint64_t>word) * 1099511628211ULL
+        if known:  # perhaps a repeat: the same ids as a unit before
+            slot = <Py_ssize_t>(sequence & <uint64_t>seq_mask)
+            same = False
+            while not same:
+                unit = seq_slots.data.as_longlongs[slot]
+                if unit < 0:
+                    break
+                if seq_hashes.data.as_ulonglongs[unit] == sequence and lengths[unit] == count:
+                    at = unit_at.data.as_longlongs[unit]
+                    same = True
+                    for t in range(count):
+                        if ids.data.as_longlongs[at + t] != w_id.data.as_longlongs[t]:
+                            same = False
+                            break
+                slot = (slot + 1) & seq_mask
+            if same:
+                repeats.append(k)
+                continue
+        sequence = 14695981039346656037ULL
+        at = len(ids)
+        array.resize_smart(ids, at + count)
+        for t in range(count):
+            word = w_id.data.as_longlongs[t]
+            if word < 0:  # new, or new earlier in this sentence
+                h = w_hash.data.as_ulonglongs[t]
+                text = <str>texts[t]
+                word = vocabulary.find(
+                    h, text, w_start.data.as_longlongs[t], w_length.data.as_longlongs[t],
+                    w_lower.data.as_longlongs[t],
+                )
+                if word < 0:
+                    word = vocabulary.add(
+                        h, text, w_start.data.as_longlongs[t], w_length.data.as_longlongs[t],
+                        w_lower.data.as_longlongs[t],
+                    )
+            ids.data.as_longlongs[at + t] = word
+            sequence = (sequence ^ <uint64_t>word) * 1099511628211ULL
+        unit = len(units)
+        units.append(k)
+        lengths.append(count)
+        unit_at.append(at)
+        seq_hashes.append(sequence)
+        if 2 * (unit + 1) > seq_mask:
+            seq_slots = array.array("q", [-1]) * (2 * (seq_mask + 1))
+            seq_mask = 2 * seq_mask + 1
+            for t in range(unit + 1):
+                slot = <Py_ssize_t>(seq_hashes.data.as_ulonglongs[t] & <uint64_t>seq_mask)
+                while seq_slots.data.as_longlongs[slot] >= 0:
+                    slot = (slot + 1) & seq_mask
+                seq_slots.data.as_longlongs[slot] = t
+        else:
+            slot = <Py_ssize_t>(sequence & <uint64_t>seq_mask)
+            while seq_slots.data.as_longlongs[slot] >= 0:
+                slot = (slot + 1) & seq_mask
+            seq_slots.data.as_longlongs[slot] = unit
+    return repeats, units, ids.tobytes(), lengths, vocabulary.size
