@@ -378,18 +378,20 @@ def to_token_spans(findings: list[Finding], trace: Trace) -> list[TokenSpan]:
     """Char findings to non-overlapping token spans, the more important first."""
     if not findings:
         return []
-    starts = np.fromiter((f.char_start for f in findings), np.int64, len(findings))
-    ends = np.fromiter((f.char_end for f in findings), np.int64, len(findings))
-    ranks = np.fromiter((PRIORITY.get(f.label, 9) for f in findings), np.int64, len(findings))
+    starts = np.array([f.char_start for f in findings], np.int64)
+    ends = np.array([f.char_end for f in findings], np.int64)
+    ranks = np.array([PRIORITY.get(f.label, 9) for f in findings], np.int64)
     # By priority, then start, then the longer first; ties stay in reading order (lexsort
     # is stable, as sorted() was).
     order = np.lexsort((-ends, starts, ranks))
     firsts, lasts = trace.tokens_for_char_ranges(starts[order], ends[order])
     spans: list[TokenSpan] = []
+    chosen = order.tolist()
     for index, start, end in disjoint_spans(firsts.tolist(), lasts.tolist()):
-        finding = findings[int(order[index])]
+        finding = findings[chosen[index]]
         spans.append(TokenSpan(start, end, finding.label, finding.confidence))
-    return sorted(spans, key=lambda s: s.start)
+    spans.sort()  # by start: the spans are disjoint and nonempty, so no two starts tie
+    return spans
 
 
 def python_disjoint_spans(firsts: list[int], lasts: list[int]) -> list[tuple[int, int, int]]:

@@ -91,7 +91,8 @@ def shape_spans(
     def rank(span: TokenSpan) -> tuple[int, float, int]:
         return (priority.get(span.label, len(priority)), -span.confidence, span.start)
 
-    kept = sorted((s for s in spans if s.end > s.start and fits(s)), key=lambda s: s.start)
+    # By start; disjoint and nonempty, no two spans start together (tuples compare starts).
+    kept = sorted(s for s in spans if s.end > s.start and fits(s))
     kept = _after_invalid(kept)
     kept, kept_lines = _join_crowded(kept, trace, lines, fits, limits.max_per_line)
     kept = _best(kept, rank, limits.max_per_line, kept_lines)
