@@ -127,8 +127,8 @@ cdef class Vocabulary:
         self.length = array.array("q")
         self.lower = array.array("q")
         self.hashes = array.array("Q")
-        self.slots = array.array("q", [-1]) * 1024
-        self.mask = 1023
+        self.slots = array.array("q", [-1]) * 64  # doubled as it fills: most traces are short
+        self.mask = 63
         self.size = 0
 
     cdef bint same(self, Py_ssize_t word, str s, Py_ssize_t i, Py_ssize_t n, bint lower):
@@ -200,9 +200,9 @@ def sentence_units(sentences, Py_ssize_t min_chars, Py_ssize_t min_words):
     cdef Vocabulary vocabulary = Vocabulary()
     cdef array.array ids = array.array("q")  # every unit's ids, one unit after another
     cdef array.array unit_at = array.array("q")  # where each unit's ids start
-    cdef array.array seq_slots = array.array("q", [-1]) * 1024
+    cdef array.array seq_slots = array.array("q", [-1]) * 64
     cdef array.array seq_hashes = array.array("Q")
-    cdef Py_ssize_t seq_mask = 1023
+    cdef Py_ssize_t seq_mask = 63
     # The current sentence's words: their str (s, or a lowered word), start, length, hash.
     cdef list texts = []
     cdef array.array w_start = array.array("q"), w_length = array.array("q")
