@@ -160,3 +160,28 @@ def test_disjoint_spans_of_overlapping_ranges(ranges: list[tuple[int, int]]) -> 
     assert native == rules_judge.python_disjoint_spans(firsts, lasts)
     kept = sorted((start, end) for _, start, end in native)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(kept))  # disjoint
+
+
+def test_disjoint_spans_refuses_ranges_of_two_lengths() -> None:
+    with pytest.raises(ValueError):
+        _spans.disjoint_spans([1, 2], [3])
+    with pytest.raises(ValueError):
+        rules_judge.python_disjoint_spans([1, 2], [3])
+
+
+def test_a_crowded_word_table_hands_the_trace_to_the_definition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Words crafted to share the compiled table's hash bits would make its probing
+    quadratic; past a budget of probes it gives up and the definition (a dict, keyed hash)
+    answers. Here the budget is cut to nothing instead of crafting the words."""
+    sentences = [f"word{k} and more words here {k % 7}" for k in range(200)] * 2
+    with pytest.raises(_sentences.Crowded):
+        _sentences.sentence_units(sentences, repetition.MIN_CHARS, repetition.MIN_WORDS, 0, 0)
+    full = _sentences.sentence_units(
+        sentences, repetition.MIN_CHARS, repetition.MIN_WORDS, repetition.PROBES_PER_LOOKUP, 0
+    )
+    assert len(full[1]) == 200  # ordinary text: well inside the budget, with no base at all
+    monkeypatch.setattr(repetition, "PROBES_PER_LOOKUP", 0)
+    monkeypatch.setattr(repetition, "BASE_PROBES", 0)
+    same_units(sentences)

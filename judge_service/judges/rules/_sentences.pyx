@@ -119,8 +119,14 @@ cdef class Vocabulary:
     cdef list keep  # the strs the ids' chars lie in
     cdef array.array where, start, length, lower, hashes, slots
     cdef Py_ssize_t mask, size
+    # Slots visited, against a budget per lookup: words crafted to share hash bits would
+    # make linear probing quadratic (the hash is FNV-1a, not a keyed hash as dict's).
+    cdef Py_ssize_t probes, budget, per_lookup
 
-    def __cinit__(self):
+    def __cinit__(self, Py_ssize_t per_lookup, Py_ssize_t base):
+        self.probes = 0
+        self.per_lookup = per_lookup
+        self.budget = base
         self.keep = []
         self.where = array.array("q")
         self.start = array.array("q")
@@ -147,10 +153,14 @@ cdef class Vocabulary:
                 return False
         return True
 
-    cdef Py_ssize_t find(self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower):
-        """The word's id, or -1."""
+    cdef Py_ssize_t find(
+        self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower
+    ) except -2:
+        """The word's id, or -1; Crowded past the probe budget."""
         cdef Py_ssize_t slot = <Py_ssize_t>(h & <uint64_t>self.mask), word
+        self.budget += self.per_lookup
         while True:
+            self.step()
             word = self.slots.data.as_longlongs[slot]
             if word < 0:
                 return -1
@@ -158,7 +168,15 @@ cdef class Vocabulary:
                 return word
             slot = (slot + 1) & self.mask
 
-    cdef Py_ssize_t add(self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower):
+    cdef int step(self) except -1:
+        self.probes += 1
+        if self.probes > self.budget:
+            raise Crowded()
+        return 0
+
+    cdef Py_ssize_t add(
+        self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower
+    ) except -1:
         """A new id for a word `find` did not find."""
         cdef Py_ssize_t word = self.size, slot
         self.keep.append(s)
@@ -173,31 +191,47 @@ cdef class Vocabulary:
         else:
             slot = <Py_ssize_t>(h & <uint64_t>self.mask)
             while self.slots.data.as_longlongs[slot] >= 0:
+                self.step()
                 slot = (slot + 1) & self.mask
             self.slots.data.as_longlongs[slot] = word
         return word
 
-    cdef grow(self):
+    cdef int grow(self) except -1:
         cdef Py_ssize_t word, slot
         self.slots = array.array("q", [-1]) * (2 * (self.mask + 1))
         self.mask = 2 * self.mask + 1
         for word in range(self.size):
             slot = <Py_ssize_t>(self.hashes.data.as_ulonglongs[word] & <uint64_t>self.mask)
             while self.slots.data.as_longlongs[slot] >= 0:
+                self.step()
                 slot = (slot + 1) & self.mask
             self.slots.data.as_longlongs[slot] = word
+        return 0
 
 
-def sentence_units(sentences, Py_ssize_t min_chars, Py_ssize_t min_words):
+class Crowded(Exception):
+    """A table's probes passed their budget."""
+
+
+def sentence_units(
+    sentences,
+    Py_ssize_t min_chars,
+    Py_ssize_t min_words,
+    Py_ssize_t probes_per_lookup,
+    Py_ssize_t base_probes,
+):
     """`repetition.python_sentence_units`: the exact repeats, and the sentences left to
     compare by trigrams with their word ids (int64 bytes), word counts and vocabulary.
 
     A sentence's words are found by `repetition.normalise`'s rule (a run of
     alphanumerics, or several joined by single connectors) and looked up in a `Vocabulary`
     without making a str of each (only a word beyond ASCII is lowered by `str.lower`); an
-    exact repeat is a unit's id sequence again, found through a table of their hashes."""
+    exact repeat is a unit's id sequence again, found through a table of their hashes.
+    Both tables share a budget of `base_probes` slots visited plus `probes_per_lookup` per
+    word looked up; past it, Crowded (the caller then runs the definition, whose dict has
+    a keyed hash). Ordinary text visits ~2 slots a lookup."""
     cdef list repeats = [], units = [], lengths = []
-    cdef Vocabulary vocabulary = Vocabulary()
+    cdef Vocabulary vocabulary = Vocabulary(probes_per_lookup, base_probes)
     cdef array.array ids = array.array("q")  # every unit's ids, one unit after another
     cdef array.array unit_at = array.array("q")  # where each unit's ids start
     cdef array.array seq_slots = array.array("q", [-1]) * 64
@@ -273,6 +307,7 @@ def sentence_units(sentences, Py_ssize_t min_chars, Py_ssize_t min_words):
             slot = <Py_ssize_t>(sequence & <uint64_t>seq_mask)
             same = False
             while not same:
+                vocabulary.step()
                 unit = seq_slots.data.as_longlongs[slot]
                 if unit < 0:
                     break
@@ -317,11 +352,13 @@ def sentence_units(sentences, Py_ssize_t min_chars, Py_ssize_t min_words):
             for t in range(unit + 1):
                 slot = <Py_ssize_t>(seq_hashes.data.as_ulonglongs[t] & <uint64_t>seq_mask)
                 while seq_slots.data.as_longlongs[slot] >= 0:
+                    vocabulary.step()
                     slot = (slot + 1) & seq_mask
                 seq_slots.data.as_longlongs[slot] = t
         else:
             slot = <Py_ssize_t>(sequence & <uint64_t>seq_mask)
             while seq_slots.data.as_longlongs[slot] >= 0:
+                vocabulary.step()
                 slot = (slot + 1) & seq_mask
             seq_slots.data.as_longlongs[slot] = unit
     return repeats, units, ids.tobytes(), lengths, vocabulary.size

@@ -29,6 +29,8 @@ def disjoint_spans(list firsts, list lasts):
     cdef long long *s = starts.data.as_longlongs
     cdef long long *e = ends.data.as_longlongs
     cdef list out = []
+    if len(lasts) != n:  # read below without bounds checks
+        raise ValueError(f"{n} starts but {len(lasts)} ends")
     for index in range(n):
         start, end = firsts[index], lasts[index]
         at = upper_bound(s, taken, start) - 1  # the last taken range starting at or before

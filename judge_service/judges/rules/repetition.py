@@ -29,6 +29,10 @@ MIN_CHARS = 20
 MIN_WORDS = 4  # at least 3: every compared sentence has a trigram
 THRESHOLD = 0.8
 MAX_POSTINGS = 256
+# The compiled word table's probe budget (_sentences.pyx `sentence_units`): ordinary text
+# visits ~2 slots a lookup; past this, the trace is read by the definition instead.
+PROBES_PER_LOOKUP = 32
+BASE_PROBES = 4096
 # Sentence pairs counted at a time: ~50 MB of index arrays, whatever the trace.
 PAIRS_PER_CHUNK = 1 << 20
 
@@ -95,7 +99,12 @@ def python_sentence_units(sentences: Sequence[str]) -> Units:
 def sentence_units(sentences: Sequence[str]) -> Units:
     if _scan is None:
         return python_sentence_units(sentences)
-    repeats, units, ids, lengths, vocabulary = _scan.sentence_units(sentences, MIN_CHARS, MIN_WORDS)
+    try:
+        repeats, units, ids, lengths, vocabulary = _scan.sentence_units(
+            sentences, MIN_CHARS, MIN_WORDS, PROBES_PER_LOOKUP, BASE_PROBES
+        )
+    except _scan.Crowded:  # words crafted to collide in the compiled table's hash
+        return python_sentence_units(sentences)
     return Units(repeats, units, np.frombuffer(ids, np.int64), lengths, vocabulary)
 
 
