@@ -176,12 +176,10 @@ def test_a_crowded_word_table_hands_the_trace_to_the_definition(
     quadratic; past a budget of probes it gives up and the definition (a dict, keyed hash)
     answers. Here the budget is cut to nothing instead of crafting the words."""
     sentences = [f"word{k} and more words here {k % 7}" for k in range(200)] * 2
-    with pytest.raises(_sentences.Crowded):
-        _sentences.sentence_units(sentences, repetition.MIN_CHARS, repetition.MIN_WORDS, 0, 0)
-    full = _sentences.sentence_units(
-        sentences, repetition.MIN_CHARS, repetition.MIN_WORDS, repetition.PROBES_PER_LOOKUP, 0
-    )
-    assert len(full[1]) == 200  # ordinary text: well inside the budget, with no base at all
+    words = repetition.MIN_CHARS, repetition.MIN_WORDS
+    assert _sentences.sentence_units(sentences, *words, 0, 0) is None
+    full = _sentences.sentence_units(sentences, *words, repetition.PROBES_PER_LOOKUP, 0)
+    assert full is not None and len(full[1]) == 200  # ordinary text: inside, with no base
     monkeypatch.setattr(repetition, "PROBES_PER_LOOKUP", 0)
     monkeypatch.setattr(repetition, "BASE_PROBES", 0)
     same_units(sentences)

@@ -156,7 +156,7 @@ cdef class Vocabulary:
     cdef Py_ssize_t find(
         self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower
     ) except -2:
-        """The word's id, or -1; Crowded past the probe budget."""
+        """The word's id, or -1; _Crowded past the probe budget."""
         cdef Py_ssize_t slot = <Py_ssize_t>(h & <uint64_t>self.mask), word
         self.budget += self.per_lookup
         while True:
@@ -171,7 +171,7 @@ cdef class Vocabulary:
     cdef int step(self) except -1:
         self.probes += 1
         if self.probes > self.budget:
-            raise Crowded()
+            raise _Crowded()
         return 0
 
     cdef Py_ssize_t add(
@@ -209,11 +209,24 @@ cdef class Vocabulary:
         return 0
 
 
-class Crowded(Exception):
-    """A table's probes passed their budget."""
+class _Crowded(Exception):
+    """A table's probes passed their budget (never leaves this module)."""
 
 
 def sentence_units(
+    sentences,
+    Py_ssize_t min_chars,
+    Py_ssize_t min_words,
+    Py_ssize_t probes_per_lookup,
+    Py_ssize_t base_probes,
+):
+    try:
+        return _units(sentences, min_chars, min_words, probes_per_lookup, base_probes)
+    except _Crowded:
+        return None
+
+
+cdef tuple _units(
     sentences,
     Py_ssize_t min_chars,
     Py_ssize_t min_words,
@@ -228,8 +241,8 @@ def sentence_units(
     without making a str of each (only a word beyond ASCII is lowered by `str.lower`); an
     exact repeat is a unit's id sequence again, found through a table of their hashes.
     Both tables share a budget of `base_probes` slots visited plus `probes_per_lookup` per
-    word looked up; past it, Crowded (the caller then runs the definition, whose dict has
-    a keyed hash). Ordinary text visits ~2 slots a lookup."""
+    word looked up; past it, None (the caller then runs the definition, whose dict has a
+    keyed hash). Ordinary text visits ~2 slots a lookup."""
     cdef list repeats = [], units = [], lengths = []
     cdef Vocabulary vocabulary = Vocabulary(probes_per_lookup, base_probes)
     cdef array.array ids = array.array("q")  # every unit's ids, one unit after another

@@ -99,12 +99,10 @@ def python_sentence_units(sentences: Sequence[str]) -> Units:
 def sentence_units(sentences: Sequence[str]) -> Units:
     if _scan is None:
         return python_sentence_units(sentences)
-    try:
-        repeats, units, ids, lengths, vocabulary = _scan.sentence_units(
-            sentences, MIN_CHARS, MIN_WORDS, PROBES_PER_LOOKUP, BASE_PROBES
-        )
-    except _scan.Crowded:  # words crafted to collide in the compiled table's hash
+    found = _scan.sentence_units(sentences, MIN_CHARS, MIN_WORDS, PROBES_PER_LOOKUP, BASE_PROBES)
+    if found is None:  # words crafted to collide in the compiled table's hash
         return python_sentence_units(sentences)
+    repeats, units, ids, lengths, vocabulary = found
     return Units(repeats, units, np.frombuffer(ids, np.int64), lengths, vocabulary)
 
 
