@@ -23,6 +23,11 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+try:  # the compiled scanner (_sentences.pyx), where the install could build it
+    from judge_service.judges.rules import _sentences as _compiled
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _compiled = None  # type: ignore[assignment]
+
 _WORD = re.compile(r"[^\W_]+(?:[.,/^*+=×·][^\W_]+)*", re.UNICODE)
 _ASCII_WORD = re.compile(r"[a-z0-9]+(?:[.,/^*+=][a-z0-9]+)*", re.ASCII)  # _WORD, lowered ASCII
 MIN_CHARS = 20
@@ -97,19 +102,15 @@ def python_sentence_units(sentences: Sequence[str]) -> Units:
 
 
 def sentence_units(sentences: Sequence[str]) -> Units:
-    if _scan is None:
+    if _compiled is None:
         return python_sentence_units(sentences)
-    found = _scan.sentence_units(sentences, MIN_CHARS, MIN_WORDS, PROBES_PER_LOOKUP, BASE_PROBES)
+    found = _compiled.sentence_units(
+        sentences, MIN_CHARS, MIN_WORDS, PROBES_PER_LOOKUP, BASE_PROBES
+    )
     if found is None:  # words crafted to collide in the compiled table's hash
         return python_sentence_units(sentences)
     repeats, units, ids, lengths, vocabulary = found
     return Units(repeats, units, np.frombuffer(ids, np.int64), lengths, vocabulary)
-
-
-try:  # the compiled scanner (_sentences.pyx), where the install could build it
-    from judge_service.judges.rules import _sentences as _scan
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _scan = None  # type: ignore[assignment]
 
 
 def _similar_units(ids: IntArray, lengths: IntArray, vocabulary: int, threshold: float) -> IntArray:

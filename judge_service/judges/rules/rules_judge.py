@@ -201,7 +201,7 @@ class _Reader:
         repeated_flags: Iterator[bool],
     ) -> None:
         """Judge one line, given its arithmetic links (`claims.find_links`), its sentences
-        (`python_sentences`) and, for each of them in turn, whether it repeats an earlier one."""
+        (`line_sentences`) and, for each of them in turn, whether it repeats an earlier one."""
         claim_findings = self._claims(links, base) if links else []
         self.findings.extend(claim_findings)
         # Plain loops, not any(<generator>): a line has a finding or two, and building the
