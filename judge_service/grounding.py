@@ -12,7 +12,9 @@ function of the same text, so sharing it trusts nobody's submission.
 
 from __future__ import annotations
 
+import functools
 import re
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +26,15 @@ if TYPE_CHECKING:
     from judge_service.judges.rules.claims import Link
 
 _NEWLINE = re.compile("\n")
+
+
+@functools.cache
+def _claims() -> ModuleType:
+    """The module of `claims.find_links`, imported on first use: the rules package imports
+    the judge interface, which imports validation, which imports this module."""
+    from judge_service.judges.rules import claims
+
+    return claims
 
 
 class TraceLinks:
@@ -57,12 +68,13 @@ class TraceLinks:
         its false links are kept (as char ranges and text): validation's check then finds
         them without parsing again, and a 131k-token trace of 12,851 claims keeps 1.6 MB
         rather than the 5.2 MB its parsed links with their exact values would hold."""
-        # Imported here: the rules package imports the judge interface, which imports
-        # validation, which imports this module.
-        from judge_service.judges.rules.claims import find_links
-
-        base, text = self._line(line)
-        found = find_links(text) if "=" in text else []
+        # The rules judge calls this for every line of a trace (thousands), so the line
+        # is cut inline and the checker's module imported once.
+        starts = self._line_start_list or self._start_list()
+        base = starts[line]
+        stop = starts[line + 1] if line + 1 < len(starts) else len(self.text)
+        text = self.text[base:stop].rstrip("\r\n")
+        found = _claims().find_links(text) if "=" in text else []
         false: list[tuple[int, int, str]] = []
         for link in found:  # a loop, not a comprehension: most lines have one link or none
             if not link.holds and not link.trivial:
@@ -70,12 +82,6 @@ class TraceLinks:
                 false.append((base + a, base + b, text[a:b]))
         self._false[line] = false
         return found
-
-    def _line(self, line: int) -> tuple[int, str]:
-        starts = self._start_list()
-        base = starts[line]
-        stop = starts[line + 1] if line + 1 < len(starts) else len(self.text)
-        return base, self.text[base:stop].rstrip("\r\n")
 
     def _false_links(self, line: int) -> list[tuple[int, int, str]]:
         found = self._false.get(line)

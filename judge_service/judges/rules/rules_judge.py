@@ -29,10 +29,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import NamedTuple
+from collections.abc import Callable
 
 import numpy as np
 import sympy
@@ -42,12 +39,12 @@ from judge_service.errors import ParseError
 from judge_service.grounding import TraceLinks
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.rules.arithmetic import parse_number_expr
-from judge_service.judges.rules.claims import Link
 from judge_service.judges.rules.final_answer import (
     answers_match,
     locate_final_answer,
     normalise_answer,
 )
+from judge_service.judges.rules.reader import Finding, PythonReader, Reading
 from judge_service.judges.rules.repetition import repeated_sentences
 from judge_service.judges.rules.shape import TokenSpan, shape_spans
 from judge_service.offload import OFFLOAD_CHARS, off_loop
@@ -65,231 +62,11 @@ PRIORITY = {
     L.UNPRODUCTIVE_REPETITION: 3,  # a re-check of a true claim is still a re-check
     L.VALID_PROGRESS: 4,
 }
-CONFIDENCE = {
-    L.INVALID: 0.95,
-    L.VERIFIED_CORRECTION: 0.85,
-    L.UNSUPPORTED: 0.7,
-    L.VALID_PROGRESS: 0.9,
-    L.UNPRODUCTIVE_REPETITION: 0.75,
-}
 ANSWER_CONFIDENCE = 0.9
 
 SENTENCE_LABELS = frozenset({L.UNSUPPORTED, L.UNPRODUCTIVE_REPETITION})
 
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
 _SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
-_CORRECTION_WORDS = re.compile(
-    r"\b(wait|actually|mistake|wrong|incorrect|error|oops|instead|not|isn't|correct(?:ion|ed)?)\b",
-    re.IGNORECASE,
-)
-# Spellings of one operation, so that "17 \times 24" repeats "17 × 24".
-_SPELLINGS = (
-    ("\\times", "×"),
-    ("\\cdot", "×"),
-    ("·", "×"),
-    ("*", "×"),
-    ("\\div", "/"),
-    ("÷", "/"),
-    ("−", "-"),
-    ("\\dfrac", "\\frac"),
-    ("\\tfrac", "\\frac"),
-    ("\\left", ""),
-    ("\\right", ""),
-)
-# The one-character spellings, replaced in one pass: no command spelling contains or
-# yields one of them, so this pass and the commands' commute.
-_SYMBOLS = str.maketrans({k: v for k, v in _SPELLINGS if len(k) == 1})
-_COMMANDS = tuple((k, v) for k, v in _SPELLINGS if len(k) > 1)
-
-
-class Finding(NamedTuple):
-    """A labelled char range of the trace text (converted to tokens at the end)."""
-
-    char_start: int
-    char_end: int
-    label: str
-    confidence: float
-
-
-@dataclass
-class Reading:
-    findings: list[Finding]
-    false_links: list[tuple[int, int]]  # char ranges of every false link (for grounding)
-
-
-def _relation(*sides: str) -> tuple[int | Fraction, ...]:
-    """The numbers a claim relates, signs and order aside: "17 × 24 = 408", "24 × 17 = 408"
-    and "408 / 24 = 17" state one relation. Relations are only compared with each other,
-    so they hold Python numbers (exact, and a quarter of sympy's cost)."""
-    numbers = [m for side in sides for m in _NUMBER.findall(side)]
-    if not any("." in side for side in sides):  # integers only: int and abs run in C
-        return tuple(sorted(map(abs, map(int, numbers))))
-    return tuple(sorted(map(_magnitude, numbers)))
-
-
-def _magnitude(number: str) -> int | Fraction:
-    if "." in number:
-        return abs(Fraction(number))
-    return abs(int(number))
-
-
-def _plain(number: str) -> int | Fraction:
-    """A number of the text (`_NUMBER`) exactly, as sympy.Rational(number) would be."""
-    return Fraction(number) if "." in number else int(number)
-
-
-def _as_plain(value: sympy.Expr | int) -> int | Fraction | None:
-    """A link's value as a Python number when it is rational (None: irrational). A plain
-    line's values are Python ints already (`plain_claims`); sympy's Integer hashes and
-    compares equal to its int, so the two meet in one set or dictionary."""
-    if isinstance(value, int):
-        return value
-    if not value.is_Rational:
-        return None
-    p, q = int(value.p), int(value.q)
-    return p if q == 1 else Fraction(p, q)
-
-
-def _normal(expression: str) -> str:
-    out = "".join(expression.split()).translate(_SYMBOLS)
-    if "\\" in out:
-        for spelling, canonical in _COMMANDS:
-            out = out.replace(spelling, canonical)
-    return out
-
-
-@dataclass
-class _Reader:
-    """Walks the lines of one trace, keeping the state that links claims across lines."""
-
-    findings: list[Finding] = field(default_factory=list)
-    false_links: list[tuple[int, int]] = field(default_factory=list)
-    # Unrepaired false claims: the value of their left side -> the wrong values given.
-    errors: dict[sympy.Expr | int, list[sympy.Expr | int]] = field(default_factory=dict)
-    tainted: set[sympy.Expr | int] = field(default_factory=set)
-    # The rational tainted values as Python numbers: a sentence's numbers are looked up
-    # in it without making sympy numbers of them (a number in text is never irrational,
-    # and an irrational value never equals one).
-    tainted_numbers: set[int | Fraction] = field(default_factory=set)
-    claims: set[tuple[str, sympy.Expr | int]] = field(default_factory=set)  # true: (left, value)
-    # Relations established by true claims -> how often each was re-checked since.
-    rechecks: dict[tuple[int | Fraction, ...], int] = field(default_factory=dict)
-
-    def _uses_tainted(self, text: str) -> bool:
-        numbers = self.tainted_numbers
-        if not numbers:
-            return False
-        found = _NUMBER.findall(text)
-        # In C (map, isdisjoint stops at the first hit); without a "." every number is an int.
-        return not numbers.isdisjoint(map(int if "." not in text else _plain, found))
-
-    def _taint(self, value: sympy.Expr | int) -> None:
-        self.tainted.add(value)
-        number = _as_plain(value)
-        if number is not None:
-            self.tainted_numbers.add(number)
-
-    def _untaint(self, values: list[sympy.Expr | int]) -> None:
-        self.tainted.difference_update(values)
-        self.tainted_numbers.difference_update(n for n in map(_as_plain, values) if n is not None)
-
-    def read_line(
-        self,
-        base: int,
-        links: list[Link],
-        sentences: list[tuple[int, int, str]],
-        repeated_flags: Iterator[bool],
-    ) -> None:
-        """Judge one line, given its arithmetic links (`claims.find_links`), its sentences
-        (`line_sentences`) and, for each of them in turn, whether it repeats an earlier one."""
-        claim_findings = self._claims(links, base) if links else []
-        self.findings.extend(claim_findings)
-        # Plain loops, not any(<generator>): a line has a finding or two, and building the
-        # generator cost more than the test (thousands of lines a trace).
-        strong = False
-        for f in claim_findings:
-            strong = strong or f.label != L.VALID_PROGRESS
-        for match in sentences:
-            text = match[2]
-            start, end = base + match[0], base + match[1]
-            repeated = next(repeated_flags)
-            claimed = strong
-            for f in claim_findings:
-                claimed = claimed or (f.char_start < end and start < f.char_end)
-            if claimed:
-                if repeated and not strong:
-                    self._add(start, end, L.UNPRODUCTIVE_REPETITION)
-                continue
-            if repeated:
-                self._add(start, end, L.UNPRODUCTIVE_REPETITION)
-            elif self._uses_tainted(text) and not _CORRECTION_WORDS.search(text):
-                self._add(start, end, L.UNSUPPORTED)
-
-    def _add(self, start: int, end: int, label: str) -> None:
-        self.findings.append(Finding(start, end, label, CONFIDENCE[label]))
-
-    def _claims(self, links: list[Link], base: int) -> list[Finding]:
-        found: list[Finding] = []
-        previous_end = -1
-        sides: list[str] = []  # of the chain `a = b = c` the link belongs to
-        for link in links:
-            chained = link.left_start < previous_end
-            start = previous_end if chained else link.left_start
-            previous_end = link.right_end
-            sides = sides if chained else [link.left_text]
-            if not link.holds and not link.trivial:
-                self.false_links.append((base + link.left_start, base + link.right_end))
-            if not link.trivial:
-                label = self._judge_link(link, sides)
-                found.append(Finding(base + start, base + link.right_end, label, CONFIDENCE[label]))
-            sides.append(link.right_text)
-        return found
-
-    def _judge_link(self, link: Link, sides: list[str]) -> str:
-        claim = (_normal(link.left_text), link.right_value)
-        if not link.holds:
-            # Only the original false claim is invalid: one computed from a tainted value
-            # ("340 + 78 = 419" after "17 × 4 = 78"), or landing on one (the unrepaired
-            # error restated), depends on that error.
-            dependent = (
-                link.right_value in self.tainted
-                or self._uses_tainted(link.left_text)
-                or self._uses_tainted(link.right_text)
-            )
-            self._taint(link.right_value)
-            if dependent:
-                return L.UNSUPPORTED
-            self.errors.setdefault(link.left_value, []).append(link.right_value)
-            return L.INVALID
-        repaired = self.errors.pop(link.left_value, None)
-        if repaired:
-            self._untaint(repaired)
-            self._establish(claim, sides, link.right_text)
-            return L.VERIFIED_CORRECTION
-        if self._uses_tainted(link.left_text):
-            self._taint(link.right_value)
-            return L.UNSUPPORTED
-        if claim in self.claims:
-            return L.UNPRODUCTIVE_REPETITION  # the same computation, done again
-        checked = self._establish(claim, sides, link.right_text)
-        if checked and min(checked) > 0:
-            return L.UNPRODUCTIVE_REPETITION  # a result re-checked before, re-checked again
-        return L.VALID_PROGRESS
-
-    def _establish(
-        self, claim: tuple[str, sympy.Expr | int], sides: list[str], right: str
-    ) -> list[int]:
-        """Records a true claim and the relations it states with each earlier side of its
-        chain (a = b = c also states a = c); returns how often each relation already known
-        had been re-checked (empty: a new result)."""
-        self.claims.add(claim)
-        checked: list[int] = []
-        for relation in dict.fromkeys(_relation(side, right) for side in sides):
-            count = self.rechecks.get(relation)
-            self.rechecks[relation] = 0 if count is None else count + 1
-            if count is not None:
-                checked.append(count)
-        return checked
 
 
 def python_sentences(line: str) -> list[tuple[int, int, str]]:
@@ -332,8 +109,16 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     line_sentences = python_line_sentences
 
 
+try:  # the compiled reader (_reader.pyx), where the install could build it
+    from judge_service.judges.rules._reader import Reader as _CompiledReader
+
+    new_reader: Callable[[], PythonReader | _CompiledReader] = _CompiledReader
+except ImportError:  # pragma: no cover - a build without a C compiler
+    new_reader = PythonReader
+
+
 def read_trace(request: JudgeRequest) -> Reading:
-    reader = _Reader()
+    reader = new_reader()
     # Through the trace's shared links: validation's grounding check then finds every
     # line's links parsed already (judge_service/grounding.py).
     links = TraceLinks.of(request.trace)
@@ -341,8 +126,7 @@ def read_trace(request: JudgeRequest) -> Reading:
     # Near-duplicates are found for the whole trace at once (repetition.py), in the order
     # the lines are then read.
     flags = iter(repeated_sentences([text for *_, found in lines for *_, text in found]))
-    for number, base, found in lines:
-        reader.read_line(base, links.links(number), found, flags)
+    reader.read_lines(lines, links.links, flags)
     reading = Reading(reader.findings, reader.false_links)
     answer = locate_final_answer(request.trace.text, request.final_answer)
     if answer is None:

@@ -18,14 +18,22 @@ by dropping (never stretching) what a rule forbids:
 Lines are those of validation: marker lines (line starts, and every 64 tokens
 within a long line). Quotes are sliced from the view's escaped text, so a trace
 that imitates markers or fences is still quoted the way validation folds it.
+
+A trace can hold thousands of candidates, so the steps work on them as numpy
+columns (`_Rows`), each a few whole-array operations; Python loops only over the
+few spans a cheap test cannot settle (a possible false link, a possible join).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from judge_service.folding import fold
 from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, SpanLimits
@@ -42,6 +50,10 @@ MIN_QUOTE_CHARS = 8
 # (", ", ", and "): a longer one may hold a claim nobody checked.
 MAX_JOIN_GAP_CHARS = 16
 
+IntArray = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+Index = IntArray | Mask
+
 
 class TokenSpan(NamedTuple):
     start: int
@@ -50,16 +62,200 @@ class TokenSpan(NamedTuple):
     confidence: float
 
 
-class _Lines:
-    def __init__(self, trace: Trace) -> None:
-        self.starts = marker_array(trace).tolist()  # bisect on a list: no numpy scalars
+_Columns = tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...], tuple[float, ...]]
 
-    def of(self, token: int) -> int:
-        return bisect.bisect_right(self.starts, token) - 1
 
-    def of_starts(self, spans: Sequence[TokenSpan]) -> list[int]:
-        """The line of each span's start."""
-        return [bisect.bisect_right(self.starts, s.start) - 1 for s in spans]
+@dataclass(frozen=True)
+class _Labels:
+    """What the rules need of each distinct label, indexed by label code."""
+
+    names: list[str]
+    priority: IntArray  # lower is more important; unranked labels after all ranked ones
+    cap: IntArray  # the most tokens a span of the label may cover
+    positive: Mask
+    needs_invalid: Mask
+    invalid: Mask
+
+    @classmethod
+    def build(
+        cls,
+        labels: Sequence[str],
+        priority: Mapping[str, int],
+        positive: frozenset[str],
+        caps: tuple[int, int],  # (region, point)
+    ) -> _Labels:
+        names = list(dict.fromkeys(labels))  # distinct, in first-seen order
+        return cls(
+            names,
+            np.array([priority.get(name, len(priority)) for name in names], np.int64),
+            np.array([caps[0] if n in REGION_LABELS else caps[1] for n in names], np.int64),
+            np.array([name in positive for name in names], np.bool_),
+            np.array([name in NEEDS_PRIOR_INVALID for name in names], np.bool_),
+            np.array([name == INVALID for name in names], np.bool_),
+        )
+
+    def codes(self, labels: Sequence[str]) -> IntArray:
+        code = {name: i for i, name in enumerate(self.names)}
+        return np.fromiter(map(code.__getitem__, labels), np.int64, len(labels))
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Candidate spans as columns, by start. `at` indexes the source spans, whose start,
+    end, label and confidence objects the output keeps as they were given."""
+
+    at: IntArray
+    start: IntArray
+    end: IntArray
+    label: IntArray  # a `_Labels` code
+    neg_confidence: npt.NDArray[np.float64]  # negated: rank sorts ascend
+    line: IntArray  # the marker line of the start
+
+    def __len__(self) -> int:
+        return int(self.at.shape[0])
+
+    def take(self, keep: Index) -> _Rows:
+        """The rows `keep` selects (a mask, or ascending indices to stay by start)."""
+        return _Rows(
+            self.at[keep],
+            self.start[keep],
+            self.end[keep],
+            self.label[keep],
+            self.neg_confidence[keep],
+            self.line[keep],
+        )
+
+
+class _Shaper:
+    """One call's trace, label table and false links, for the steps of `shape_spans`."""
+
+    def __init__(self, trace: Trace, labels: _Labels, false_links: Sequence[tuple[int, int]]):
+        self.trace = trace
+        self.labels = labels
+        self.links = sorted(false_links)
+        self.link_starts = np.array([low for low, _ in self.links], np.int64)
+        self.markers = marker_array(trace)
+
+    def line_of(self, tokens: IntArray) -> IntArray:
+        return np.searchsorted(self.markers, tokens, side="right") - 1
+
+    def rows(self, columns: _Columns) -> _Rows:
+        starts, ends, names, confidences = columns
+        n = len(starts)
+        start = np.fromiter(starts, np.int64, n)
+        return _Rows(
+            np.arange(n, dtype=np.int64),
+            start,
+            np.fromiter(ends, np.int64, n),
+            self.labels.codes(names),
+            -np.fromiter(confidences, np.float64, n),
+            self.line_of(start),
+        )
+
+    def fit(self, rows: _Rows) -> Mask:
+        """Which spans are nonempty, within their label's size cap, and (with a positive
+        label) hold no false link."""
+        length = rows.end - rows.start
+        fits = (length > 0) & (length <= self.labels.cap[rows.label])
+        check = np.flatnonzero(fits & self.labels.positive[rows.label])
+        for i in self.maybe_linked(rows.start[check], rows.end[check], check).tolist():
+            fits[i] = not self.holds_false_link(int(rows.start[i]), int(rows.end[i]))
+        return fits
+
+    def maybe_linked(self, start: IntArray, end: IntArray, which: IntArray) -> IntArray:
+        """`which` where a false link starts within the span's chars: only those can hold one."""
+        if not self.links:
+            return which[:0]
+        offsets = self.trace.offsets
+        low = np.searchsorted(self.link_starts, offsets[start], side="left")
+        high = np.searchsorted(self.link_starts, offsets[end], side="left")
+        return which[low < high]
+
+    def holds_false_link(self, start: int, end: int) -> bool:
+        low, high = self.trace.char_range(start, end)
+        at = bisect.bisect_left(self.links, (low, -1))
+        while at < len(self.links) and self.links[at][0] < high:
+            if self.links[at][1] <= high:
+                return True
+            at += 1
+        return False
+
+    def after_invalid(self, rows: _Rows) -> _Rows:
+        """Drops a correction or dependence that has no `invalid` before it."""
+        needs = self.labels.needs_invalid[rows.label]
+        if not needs.any():
+            return rows
+        invalid = np.flatnonzero(self.labels.invalid[rows.label])
+        first = int(invalid[0]) if invalid.shape[0] else len(rows)
+        return rows.take(~needs | (np.arange(len(rows)) > first))
+
+    def join_crowded(
+        self, rows: _Rows, spans: Sequence[TokenSpan], per_line: int
+    ) -> tuple[_Rows, dict[int, TokenSpan]]:
+        """On a line where too many spans start, joins runs of same-label neighbours, so that
+        "17 × 20 = 340, 17 × 4 = 68, and 340 + 68 = 408" keeps credit on every claim.
+        Returns the rows left and the joined spans, by the `at` of their first span."""
+        heads = self.joins(rows, per_line)
+        if not heads:
+            return rows, {}
+        at = rows.at.tolist()
+        runs: dict[int, list[TokenSpan]] = {}  # first row -> the spans joined to it, in order
+        for row, head in heads.items():  # by row, ascending
+            runs.setdefault(head, []).append(spans[at[row]])
+        joined = [_joined(spans[at[head]], rest) for head, rest in runs.items()]
+        firsts = np.fromiter(runs, np.int64, len(runs))
+        end, neg_confidence = rows.end.copy(), rows.neg_confidence.copy()
+        end[firsts] = [span.end for span in joined]
+        neg_confidence[firsts] = [-span.confidence for span in joined]
+        keep = np.ones(len(rows), np.bool_)
+        keep[list(heads)] = False
+        moved = _Rows(rows.at, rows.start, end, rows.label, neg_confidence, rows.line)
+        return moved.take(keep), dict(zip(rows.at[firsts].tolist(), joined, strict=True))
+
+    def joins(self, rows: _Rows, per_line: int) -> dict[int, int]:
+        """Each row that joins the span before it: row -> the first row of its run."""
+        line, label = rows.line, rows.label
+        crowded = _run_lengths(line) > per_line
+        # A row may join its neighbour only on the same crowded line, with the same label.
+        rows_in = 1 + np.flatnonzero(
+            crowded[1:] & (line[1:] == line[:-1]) & (label[1:] == label[:-1])
+        )
+        if not rows_in.shape[0]:
+            return {}
+        offsets = self.trace.offsets
+        candidates = zip(
+            rows_in.tolist(),
+            offsets[rows.end[rows_in - 1]].tolist(),  # the gap to the span before
+            offsets[rows.start[rows_in]].tolist(),
+            rows.end[rows_in].tolist(),
+            self.labels.cap[label[rows_in]].tolist(),
+            self.labels.positive[label[rows_in]].tolist(),
+            strict=True,
+        )
+        starts = rows.start.tolist()
+        heads: dict[int, int] = {}
+        for row, low, high, end, cap, positive in candidates:
+            # A gap of at most 16 chars is short stripped or not: slice only a longer one.
+            if high - low > MAX_JOIN_GAP_CHARS and _long_gap(self.trace.text[low:high]):
+                continue
+            head = heads.get(row - 1, row - 1)
+            start = starts[head]  # the joined span's: that of its run's first row
+            if end - start > cap or (positive and self.holds_false_link(start, end)):
+                continue
+            heads[row] = head
+        return heads
+
+    def quoted(self, rows: _Rows, spans: list[TokenSpan]) -> list[dict[str, object]]:
+        if not spans:
+            return []
+        escaped = escape_view_text(self.trace.text)
+        offsets = self.trace.offsets
+        lows, highs = offsets[rows.start].tolist(), offsets[rows.end].tolist()
+        long = (self.line_of(rows.end - 1) - rows.line >= 2).tolist()
+        return [
+            _quoted(span, escaped[low:high].strip(), spread)
+            for span, low, high, spread in zip(spans, lows, highs, long, strict=True)
+        ]
 
 
 def shape_spans(
@@ -77,106 +273,81 @@ def shape_spans(
     positive score; `false_links` are the char ranges of the false arithmetic links."""
     if not spans:  # nothing to shape: no line index, no escaped text
         return []
-    lines = _Lines(trace)
-    links = sorted(false_links)
+    columns = _columns(spans)
     region_cap = max(1, math.floor(limits.max_region_share * trace.num_tokens))
-
-    def fits(span: TokenSpan) -> bool:
-        length = span.end - span.start
-        cap = region_cap if span.label in REGION_LABELS else limits.max_point_tokens
-        if length > cap:
-            return False
-        return span.label not in positive or not _holds_false_link(span, trace, links)
-
-    def rank(span: TokenSpan) -> tuple[int, float, int]:
-        return (priority.get(span.label, len(priority)), -span.confidence, span.start)
-
-    # By start; disjoint and nonempty, no two spans start together (tuples compare starts).
-    kept = sorted(s for s in spans if s.end > s.start and fits(s))
-    kept = _after_invalid(kept)
-    kept, kept_lines = _join_crowded(kept, trace, lines, fits, limits.max_per_line)
-    kept = _best(kept, rank, limits.max_per_line, kept_lines)
-    kept = _best(kept, rank, limits.max_spans, [0] * len(kept))
-    kept = _after_invalid(kept)
-    escaped = escape_view_text(trace.text)
-    return [_quoted(span, trace, escaped, lines) for span in kept]
+    caps = (region_cap, limits.max_point_tokens)
+    labels = _Labels.build(columns[2], priority, positive, caps)
+    shaper = _Shaper(trace, labels, false_links)
+    rows = shaper.rows(columns)
+    if not (rows.start[1:] > rows.start[:-1]).all():
+        spans = sorted(spans)  # by start (the tuples, as sorting before the cuts always did)
+        rows = shaper.rows(_columns(spans))
+    rows = rows.take(shaper.fit(rows))
+    rows = shaper.after_invalid(rows)
+    rows, joined = shaper.join_crowded(rows, spans, limits.max_per_line)
+    rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
+    rows = rows.take(_best(rank, limits.max_per_line, rows.line))
+    rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
+    rows = rows.take(_best(rank, limits.max_spans, None))
+    rows = shaper.after_invalid(rows)
+    kept = [joined.get(at) or spans[at] for at in rows.at.tolist()]
+    return shaper.quoted(rows, kept)
 
 
-def _holds_false_link(span: TokenSpan, trace: Trace, links: list[tuple[int, int]]) -> bool:
-    low, high = trace.char_range(span.start, span.end)
-    at = bisect.bisect_left(links, (low, -1))
-    while at < len(links) and links[at][0] < high:
-        if links[at][1] <= high:
-            return True
-        at += 1
-    return False
+def _columns(spans: Sequence[TokenSpan]) -> _Columns:
+    """The spans' starts, ends, labels and confidences (one transpose, in C)."""
+    starts, ends, labels, confidences = zip(*spans, strict=True)
+    return starts, ends, labels, confidences
 
 
-def _after_invalid(spans: list[TokenSpan]) -> list[TokenSpan]:
-    """Drops a correction or dependence that has no `invalid` before it (spans by start)."""
-    out: list[TokenSpan] = []
-    seen_invalid = False
-    for span in spans:
-        if span.label in NEEDS_PRIOR_INVALID and not seen_invalid:
-            continue
-        seen_invalid |= span.label == INVALID
-        out.append(span)
-    return out
+def _joined(first: TokenSpan, rest: list[TokenSpan]) -> TokenSpan:
+    """`first` stretched over the spans `rest`, at the least confidence. min() keeps the
+    first of equal values, as joining one span at a time with min(joined, next) did."""
+    confidence = min([first.confidence, *[span.confidence for span in rest]])
+    return TokenSpan(first.start, rest[-1].end, first.label, confidence)
 
 
-def _join_crowded(
-    spans: list[TokenSpan],
-    trace: Trace,
-    lines: _Lines,
-    fits: Callable[[TokenSpan], bool],
-    per_line: int,
-) -> tuple[list[TokenSpan], list[int]]:
-    """On a line where too many spans start, joins runs of same-label neighbours, so that
-    "17 × 20 = 340, 17 × 4 = 68, and 340 + 68 = 408" keeps credit on every claim. Returns
-    the spans and the line each starts on."""
-    line_of = lines.of_starts(spans)
-    counts: dict[int, int] = {}
-    for line in line_of:
-        counts[line] = counts.get(line, 0) + 1
-    out: list[TokenSpan] = []
-    out_lines: list[int] = []
-    for span, line in zip(spans, line_of, strict=True):
-        if out and counts[line] > per_line and out_lines[-1] == line:
-            last = out[-1]
-            low, high = trace.char_range(last.end, span.start)
-            joined = last._replace(end=span.end, confidence=min(last.confidence, span.confidence))
-            gap = trace.text[low:high].strip()
-            if last.label == span.label and len(gap) <= MAX_JOIN_GAP_CHARS and fits(joined):
-                out[-1] = joined
-                continue
-        out.append(span)
-        out_lines.append(line)
-    return out, out_lines
+def _long_gap(text: str) -> bool:
+    return len(text.strip()) > MAX_JOIN_GAP_CHARS
 
 
 def _best(
-    spans: list[TokenSpan],
-    rank: Callable[[TokenSpan], tuple[int, float, int]],
-    limit: int,
-    groups: list[int],
-) -> list[TokenSpan]:
-    """At most `limit` spans per group (`groups[i]` is span i's), the best ranked; the
-    survivors in trace order (`spans` are disjoint, by start)."""
-    taken: dict[int, int] = {}
-    keep: list[int] = []
-    ranks = list(map(rank, spans))  # once each, not through a lambda per comparison key
-    for i in sorted(range(len(spans)), key=ranks.__getitem__):
-        key = groups[i]
-        if taken.get(key, 0) < limit:
-            taken[key] = taken.get(key, 0) + 1
-            keep.append(i)
-    keep.sort()
-    return [spans[i] for i in keep]
+    rank: tuple[IntArray, npt.NDArray[np.float64], IntArray], limit: int, groups: IntArray | None
+) -> IntArray:
+    """The indices of at most `limit` spans per group (all one group without `groups`),
+    the best ranked, ascending. `rank` is the sort keys, the last most significant (as
+    for `np.lexsort`): a span's (priority, -confidence, start)."""
+    n = rank[0].shape[0]
+    limit = max(limit, 0)
+    if groups is None:
+        if n <= limit:
+            return np.arange(n, dtype=np.int64)
+        return np.sort(np.lexsort(rank)[:limit])
+    # By group, then rank; lexsort is stable, as the sort by rank it replaces was.
+    order = np.lexsort((*rank, groups))
+    return np.sort(order[_run_positions(groups[order]) < limit])
 
 
-def _quoted(span: TokenSpan, trace: Trace, escaped: str, lines: _Lines) -> dict[str, object]:
-    low, high = trace.char_range(span.start, span.end)
-    text = escaped[low:high].strip()
+def _run_positions(values: IntArray) -> IntArray:
+    """Each element's position within its run of equal neighbours."""
+    n = values.shape[0]
+    index = np.arange(n, dtype=np.int64)
+    first = np.ones(n, np.bool_)
+    first[1:] = values[1:] != values[:-1]
+    return index - np.maximum.accumulate(np.where(first, index, 0))
+
+
+def _run_lengths(values: IntArray) -> IntArray:
+    """For each element, the length of its run of equal neighbours."""
+    n = values.shape[0]
+    edges = np.flatnonzero(values[1:] != values[:-1]) + 1
+    lengths = np.diff(np.concatenate(([0], edges, [n])))
+    return np.repeat(lengths, lengths)
+
+
+def _quoted(span: TokenSpan, text: str, spread: bool) -> dict[str, object]:
+    """The output span, quoting `text` (its stripped escaped text); `spread`: the span
+    ends two or more marker lines after it starts."""
     out: dict[str, object] = {
         "start": span.start,
         "end": span.end,
@@ -184,16 +355,24 @@ def _quoted(span: TokenSpan, trace: Trace, escaped: str, lines: _Lines) -> dict[
         "confidence": span.confidence,
         "evidence": _quote(text, HEAD_CHARS, head=True),
     }
-    if lines.of(span.end - 1) - lines.of(span.start) >= 2:
+    if spread:
         out["evidence_end"] = _quote(text, TAIL_CHARS, head=False)
     return out
 
 
 def _quote(text: str, chars: int, *, head: bool) -> str:
-    """The first (or last) `chars` of `text`, longer if folding leaves under 8 characters."""
-    need = min(MIN_QUOTE_CHARS, len(fold(text)))
+    """The first (or last) `chars` of `text`, longer if folding leaves under 8 characters
+    (or under what the whole text folds to)."""
+    whole: int | None = None  # len(fold(text)): folded only for a quote that folds short
     while True:
         quote = (text[:chars] if head else text[-chars:]).strip()
-        if chars >= len(text) or len(fold(quote)) >= need:
+        if chars >= len(text):
+            return quote
+        folded = len(fold(quote))
+        if folded >= MIN_QUOTE_CHARS:
+            return quote
+        if whole is None:
+            whole = len(fold(text))
+        if folded >= whole:
             return quote
         chars *= 2
