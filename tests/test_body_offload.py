@@ -12,12 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from judge_service.api.app import create_app
 from judge_service.api.body import lone_surrogate
-from judge_service.api.routing import OFFLOAD_BODY_BYTES, loads
+from judge_service.api.routing import OFFLOAD_BODY_BYTES
 from judge_service.config import Settings
 from tests.conftest import LiveServer
 
@@ -142,52 +140,3 @@ def test_what_yajl_reads_differently_is_still_a_422(live: LiveServer, value: byt
     # is what this proves was taken for the large body) refuses the body itself.
     assert small.json()["field"] == "rollout.problem"
     assert large.json()["field"] == "body"
-
-
-# Small bodies: `routing.loads` reads with orjson where it agrees with json.loads, and
-# hands json.loads everything else; the caller cannot tell the difference.
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
-
-
-@settings(max_examples=500, deadline=None)
-@given(json_values, st.booleans())
-def test_small_bodies_read_as_json_loads_reads_them(value: object, ascii_only: bool) -> None:
-    body = json.dumps(value, ensure_ascii=ascii_only).encode()
-    assert repr(loads(body)) == repr(json.loads(body))
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        b"NaN",
-        b"[Infinity, -Infinity]",
-        b"1e400",
-        b'"\\ud800"',
-        b"\xef\xbb\xbf[1]",
-        "[1, 2]".encode("utf-16"),
-        b"123456789012345678901234567890",
-        b"18446744073709551616",
-        b"-9223372036854775809",
-        b"[-0.0, -0, 1E+2, 0.1234567890123456789]",
-        b'{"a": 1, "a": 2}',
-    ],
-)
-def test_what_orjson_reads_otherwise_is_read_by_json_loads(body: bytes) -> None:
-    assert repr(loads(body)) == repr(json.loads(body))
-
-
-@pytest.mark.parametrize("body", [b"[1,", b'{"a" 1}', b"[1] [2]", b"", b"\xff"])
-def test_malformed_small_bodies_fail_as_json_loads_fails(body: bytes) -> None:
-    with pytest.raises(ValueError) as ours:
-        loads(body)
-    with pytest.raises(ValueError) as theirs:
-        json.loads(body)
-    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)

@@ -10,13 +10,6 @@ instance of the expected class as it is (``revalidate_instances`` is ``never`` o
 models), so FastAPI's own pass over it costs nothing. Small bodies keep FastAPI's
 path: below a megabyte the thread hop costs more than the work.
 
-A small body keeps FastAPI's path with one change: `_FastJson` reads it with orjson
-(a 32k-token rollout's 200 KB of ids: ~3x faster than ``json.loads``, on the event loop)
-wherever orjson and ``json`` agree, and leaves the rest to ``json.loads``: whatever orjson
-refuses (``NaN``, ``1e400``, a lone surrogate, a BOM, UTF-16) and any digit run of 19 or
-more, where orjson would turn an integer past 64 bits into a float. So every body reads
-as before, and every malformed one fails as before.
-
 Only the handler changes: the route's schema, and so ``openapi.yaml``, is untouched.
 """
 
@@ -24,12 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import email.message
-import json
-import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import orjson
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -50,33 +40,6 @@ class _Parsed(Request):
 
     async def json(self) -> Any:
         return self._value
-
-
-# Any run this long may be an integer orjson reads inexactly (it keeps 64 bits).
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
-
-
-def loads(body: bytes) -> Any:
-    """``json.loads(body)``, by orjson where the two read JSON alike (module docstring)."""
-    if _LONG_DIGITS.search(body) is None:
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError:
-            pass  # json.loads decides: it may accept the body, and it names the error
-    return json.loads(body)
-
-
-class _FastJson(Request):
-    """A request whose ``json()`` is `loads` of the body already read."""
-
-    def __init__(self, request: Request) -> None:
-        super().__init__(request.scope, request.receive)
-        self._body = request._body
-
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            self._json = loads(self._body)
-        return self._json
 
 
 def _is_json(request: Request) -> bool:
@@ -110,9 +73,7 @@ class OffLoopBodyRoute(APIRoute):
 
         async def route_handler(request: Request) -> Response:
             body = await request.body()
-            if len(body) < OFFLOAD_BODY_BYTES:
-                return await handler(_FastJson(request))
-            if not _is_json(request):
+            if len(body) < OFFLOAD_BODY_BYTES or not _is_json(request):
                 return await handler(request)
             value = await asyncio.to_thread(parse, body)
             return await handler(_Parsed(request, value))

@@ -63,7 +63,6 @@ PRIORITY = {
     L.VALID_PROGRESS: 4,
 }
 ANSWER_CONFIDENCE = 0.9
-_new_tuple = tuple.__new__
 
 SENTENCE_LABELS = frozenset({L.UNSUPPORTED, L.UNPRODUCTIVE_REPETITION})
 
@@ -157,6 +156,9 @@ def _value(answer: str) -> sympy.Expr | None:
         return parse_number_expr(normalise_answer(answer))
     except ParseError:
         return None
+
+
+_new_tuple = tuple.__new__  # TokenSpans from C: see to_token_spans
 
 
 def to_token_spans(findings: list[Finding], trace: Trace) -> list[TokenSpan]:
