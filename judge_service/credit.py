@@ -2,8 +2,9 @@
 
 ::
 
-    c[t]      = score(label) of the span holding t (0 outside spans, 0 below min_confidence);
-                the span's own continuous score instead for the value judge
+    c[t]      = score(label) of the span holding t (0 outside spans, 0 below min_confidence,
+                0 for a correction or dependence no scoring invalid unlocks); the span's
+                own continuous score instead for the value judge
     m         = mean_t |λ c[t]|;   f = min(1, B / m) if m > 0 else 1
     B         = κ                                   (kappa_mode absolute, the default)
               = κ · mean_{j in group} |A_j|          (kappa_mode relative)
@@ -31,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from judge_service.errors import InputError
-from judge_service.spans import Span
+from judge_service.spans import Span, unlocked
 
 Encoding = Literal["dense", "spans", "base64-f32"]
 KappaMode = Literal["absolute", "relative"]
@@ -99,13 +100,17 @@ class Credit:
 
 
 def span_scores(
-    spans: Iterable[Span], label_scores: Mapping[str, float], min_confidence: float
+    spans: Sequence[Span], label_scores: Mapping[str, float], min_confidence: float
 ) -> list[float]:
+    """Each span's score: 0 below `min_confidence`, and 0 for a correction or dependence
+    that no invalid scoring at this request's `min_confidence` unlocks (`spans.unlocked`;
+    validation checked it at the server's default, which a request may raise)."""
+    stands = unlocked(spans, min_confidence)
     return [
         (float(label_scores[s.label]) if s.score is None else s.score)
-        if s.confidence >= min_confidence
+        if s.confidence >= min_confidence and ok
         else 0.0
-        for s in spans
+        for s, ok in zip(spans, stands, strict=True)
     ]
 
 

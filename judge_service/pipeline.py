@@ -54,7 +54,7 @@ from judge_service.trace import Trace, last_boxed
 from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.markers import marked_view
 from judge_service.trace.tokenizer import TokenizerCache
-from judge_service.validate import Rounds, Validator
+from judge_service.validate import Rounds, Validator, Verdict
 from judge_service.view.source import TraceSource
 
 log = logging.getLogger(__name__)
@@ -245,7 +245,8 @@ class Engine:
         if final_answer is None:
             boxed = last_boxed(trace.text)
             final_answer = boxed.content if boxed else None
-        validator = Validator(trace, resolved.label_scores, resolved.span_limits)
+        verdict = Verdict(final_answer, rollout.reference_answer, rollout.reward)
+        validator = Validator(trace, resolved.label_scores, resolved.span_limits, verdict=verdict)
         # Marking and folding follow the text: a tokenizer with long pieces makes a short
         # trace in tokens a long one in characters.
         size = max(trace.num_tokens, len(trace.text) // TEXT_CHARS_PER_TOKEN)

@@ -16,7 +16,7 @@ from judge_service.judges.base import Judge, JudgeLimits
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.methods.reweight import ReweightSpec, parse_spec
 from judge_service.schemas import CreditEncoding, KappaMode, Options, Rollout
-from judge_service.spans import SpanLimits
+from judge_service.spans import VALIDATION_VERSION, SpanLimits
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ def span_limits(settings: Settings) -> SpanLimits:
         max_point_tokens=settings.max_point_span_tokens,
         max_region_share=settings.max_region_share,
         max_spans=settings.max_spans,
+        unlock_confidence=settings.default_min_confidence,
     )
 
 
@@ -116,6 +117,7 @@ def cache_key(
         "prompt_version": judge.prompt_version,
         "judge_inputs": judge.key_material(resolved.label_scores, resolved.limits),
         "span_limits": resolved.span_limits.key(),
+        "validation": VALIDATION_VERSION,
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()

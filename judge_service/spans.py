@@ -6,11 +6,17 @@ types without the server's dependencies.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import bisect
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from judge_service import labels as L
+
+# The rules a cached judgment was validated under (part of the cache key): a judgment
+# validated before a rule existed is judged again, not served.
+VALIDATION_VERSION: Final = "lines-1"
 
 # Rejection codes (stable: metrics, dashboards and repair prompts use them).
 MALFORMED: Final = "malformed"  # not an object, or start/end not integers
@@ -21,7 +27,10 @@ EVIDENCE_TOO_SHORT: Final = "evidence_too_short"
 EVIDENCE_NOT_FOUND: Final = "evidence_not_found"  # not inside the span (maybe elsewhere)
 EVIDENCE_NOT_ANCHORED: Final = "evidence_not_anchored"  # inside, but not at the span's ends
 SPAN_TOO_LONG: Final = "span_too_long"  # point label over the token cap, region over the share
-CONTRADICTS_ARITHMETIC: Final = "contradicts_arithmetic"  # positive span over a false link
+# A positive span on a line holding a false link; an invalid on a line proven true.
+CONTRADICTS_ARITHMETIC: Final = "contradicts_arithmetic"
+BUILT_ON_ERROR: Final = "built_on_error"  # positive span on a line using an error's value
+WRONG_FINAL_ANSWER: Final = "wrong_final_answer"  # positive span on an answer judged wrong
 NO_PRIOR_INVALID: Final = "no_prior_invalid"  # correction / unsupported with no error before
 FLOOD: Final = "flood"  # a third span starting on one line
 TOO_MANY_SPANS: Final = "too_many_spans"  # over the per-submission cap
@@ -37,6 +46,8 @@ CODES: Final = (
     EVIDENCE_NOT_ANCHORED,
     SPAN_TOO_LONG,
     CONTRADICTS_ARITHMETIC,
+    BUILT_ON_ERROR,
+    WRONG_FINAL_ANSWER,
     NO_PRIOR_INVALID,
     FLOOD,
     TOO_MANY_SPANS,
@@ -54,9 +65,21 @@ class SpanLimits:
     """The structural limits of DESIGN "Span validation" (settings JUDGE_MAX_*)."""
 
     max_point_tokens: int = 512
-    max_region_share: float = 0.5
+    max_region_share: float = 0.5  # of the trace, for all region spans together
     max_spans: int = 256
     max_per_line: int = 2
+    # An invalid below this confidence scores nothing, so it unlocks no correction or
+    # dependence (the server's default min_confidence; a request's own is applied to the
+    # credit, see `unlocked`).
+    unlock_confidence: float = 0.5
+
+    def point_cap(self, num_tokens: int) -> int:
+        """The most tokens a point label may cover: the cap, and at most half the trace."""
+        return min(self.max_point_tokens, max(1, num_tokens // 2))
+
+    def region_budget(self, num_tokens: int) -> int:
+        """The most tokens all region spans of one trace may cover together."""
+        return max(1, math.floor(self.max_region_share * num_tokens))
 
     def key(self) -> dict[str, float]:
         return {
@@ -64,6 +87,7 @@ class SpanLimits:
             "max_region_share": self.max_region_share,
             "max_spans": self.max_spans,
             "max_per_line": self.max_per_line,
+            "unlock_confidence": self.unlock_confidence,
         }
 
 
@@ -128,3 +152,33 @@ def as_int(value: object) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return None
+
+
+def unlocked(spans: Sequence[Span], min_confidence: float) -> list[bool]:
+    """Which of `spans` (disjoint) stand on an error (docs/design.md "Span validation",
+    structure): every span but a ``verified_correction`` or ``unsupported`` does; those
+    need an ``invalid`` that ends before them and scores (confidence >= `min_confidence`),
+    and each such invalid unlocks at most one ``verified_correction`` (one mistake, one
+    repair): corrections are matched most confident first, each to the nearest unmatched
+    invalid before it. A dependence (``unsupported``) needs no invalid of its own."""
+    invalid_ends = sorted(
+        s.end for s in spans if s.label == L.INVALID and s.confidence >= min_confidence
+    )
+    out = [s.label not in NEEDS_PRIOR_INVALID for s in spans]
+    used = [False] * len(invalid_ends)
+    order = sorted(
+        (k for k, s in enumerate(spans) if s.label in NEEDS_PRIOR_INVALID),
+        key=lambda k: (-spans[k].confidence, spans[k].start, k),
+    )
+    for k in order:
+        span = spans[k]
+        before = bisect.bisect_right(invalid_ends, span.start)  # invalids ending by its start
+        if span.label != L.VERIFIED_CORRECTION:
+            out[k] = before > 0
+            continue
+        at = before - 1
+        while at >= 0 and used[at]:  # bounded: a submission holds at most max_spans spans
+            at -= 1
+        if at >= 0:
+            used[at] = out[k] = True
+    return out

@@ -1,31 +1,38 @@
-"""Checking a judge's spans against the trace (DESIGN "Span validation").
+"""Checking a judge's spans against the trace (docs/design.md "Span validation").
 
 The judge is untrusted: a span becomes credit only when its evidence
-*anchors* it. In order, for each submitted span:
+*anchors* it and the exact checker does not contradict it. In order, for each
+submitted span:
 
 1. shape: an object, integer ``0 <= start < end <= T``, a known label, a
    confidence in [0, 1], string quotes (``malformed`` / ``out_of_range`` /
    ``unknown_label`` / ``bad_confidence``); the first ``max_spans`` spans only
    (``too_many_spans``);
-2. size: a point label covers at most ``max_point_tokens``, a region label
-   (repetition, neutral) at most ``max_region_share`` of the trace
-   (``span_too_long``);
+2. size: a point label covers at most ``max_point_tokens``, and at most half the
+   trace unless it lies within one line; a region label (repetition, neutral) at
+   most ``max_region_share`` of it (``span_too_long``);
 3. evidence: ``evidence`` occurs in the span, starting on its first line or the
    next; ``evidence_end`` (default ``evidence``) occurs in it, ending on its
-   last line or the one before (``evidence_too_short`` / ``evidence_not_found``
-   / ``evidence_not_anchored``, naming where the quote really is);
-4. grounding: a positive span containing an arithmetic link the exact checker
-   proves false (``contradicts_arithmetic``).
+   last line or the one before; one quote anchors one place, so when the two are
+   the same text, one occurrence must satisfy both (``evidence_too_short`` /
+   ``evidence_not_found`` / ``evidence_not_anchored``, naming where the quote is);
+4. grounding, by lines (`grounding.LineChecks`, once per trace): a positive span
+   touching a line that holds a false link (``contradicts_arithmetic``), a link
+   built on an error's value (``built_on_error``) or the final answer of a rollout
+   the verdict calls wrong (``wrong_final_answer``); an ``invalid`` whose lines the
+   checker proves true whole (``contradicts_arithmetic``: the claim checks out).
 
 Then over the survivors: at most ``max_per_line`` spans starting on one line,
 the most confident kept (``flood``); overlaps go to the more confident, ties
 to the earlier (``overlap``), except that a region label never wins against a
 point label (a confident ``neutral`` over a third of the trace would otherwise
-erase every judgment under it, the ``invalid`` on the error included); a
-``verified_correction`` or ``unsupported`` with no accepted ``invalid`` before
-it is dropped (``no_prior_invalid``) and the overlaps are settled again
-without it. Lines are the trace's own lines,
-cut every 64 tokens (the marker lines of the judge's view).
+erase every judgment under it, the ``invalid`` on the error included); region
+spans share one budget of ``max_region_share`` of the trace, the most confident
+first (``span_too_long``); a ``verified_correction`` or ``unsupported`` with no
+scoring ``invalid`` before it, or a second correction of one invalid, is dropped
+(``no_prior_invalid``, `spans.unlocked`) and the overlaps are settled again
+without it. Lines are the trace's own lines, cut every 64 tokens (the marker
+lines of the judge's view).
 
 The trace is folded once per `Validator` (see `folding`); each span then
 costs a few slices and searches of the folded text. Nothing here raises.
@@ -38,14 +45,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judge_service import labels as L
 from judge_service import spans as S
 from judge_service.folding import FoldedText, fold
-from judge_service.grounding import TraceLinks
-from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport, as_int
+from judge_service.grounding import LineChecks, Verdict, wrong_answer_tokens
+from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport, as_int, unlocked
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import marker_array
 
-__all__ = ["Rejection", "Span", "SpanLimits", "ValidationReport", "Validator", "validate_spans"]
+__all__ = ["Rejection", "Span", "SpanLimits", "ValidationReport", "Validator", "Verdict"]
+__all__ += ["validate_spans"]
 
 MIN_EVIDENCE_CHARS = 8
 _SHOWN_CHARS = 300  # of a rejected span's strings, echoed back
@@ -58,18 +67,40 @@ class _Reject(Exception):
 
 
 class _TraceIndex:
-    """What evidence checks need of one trace, computed once: folded text, lines, links."""
+    """What evidence checks need of one trace, computed once: folded text, lines, and (on
+    first use: only a positive or invalid span asks) the checker's verdict on each line."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, verdict: Verdict | None) -> None:
         self.trace = trace
         self.folded = trace.derived(FoldedText, lambda: FoldedText.build(trace.text, trace.offsets))
         # A list: bisect on it costs a fifth of a numpy searchsorted call, and a submission
         # asks four times a span.
         self.line_starts = marker_array(trace).tolist()
-        self.false_links = TraceLinks.of(trace)
+        self.verdict = verdict
+        self._checks: LineChecks | None = None
+        self._answer_lines: tuple[int, int] | None = None
+
+    @property
+    def checks(self) -> LineChecks:
+        if self._checks is None:
+            self._checks = LineChecks.of(self.trace)
+            answer = wrong_answer_tokens(self.trace, self.verdict)
+            if answer is not None:
+                self._answer_lines = self._checks.lines_of(*answer)
+        return self._checks
+
+    def on_wrong_answer(self, start: int, end: int) -> bool:
+        first, last = self.checks.lines_of(start, end)
+        lines = self._answer_lines
+        return lines is not None and first <= lines[1] and lines[0] <= last
 
     def line_of(self, token: int) -> int:
         return bisect.bisect_right(self.line_starts, token) - 1
+
+    def line_end(self, line: int) -> int:
+        """The token where marker line `line` ends (T for the last)."""
+        starts = self.line_starts
+        return starts[line + 1] if line + 1 < len(starts) else self.trace.num_tokens
 
     def where(self, quote: str) -> str:
         at = self.folded.text.find(quote)
@@ -89,6 +120,7 @@ class Validator:
         limits: SpanLimits | None = None,
         *,
         num_tokens: int | None = None,
+        verdict: Verdict | None = None,
     ) -> None:
         if trace is None and num_tokens is None:
             raise ValueError("a Validator needs a trace or num_tokens")
@@ -96,6 +128,7 @@ class Validator:
         self.num_tokens = trace.num_tokens if trace is not None else int(num_tokens or 0)
         self.label_scores = label_scores
         self.limits = limits or SpanLimits()
+        self.verdict = verdict
         self._index: _TraceIndex | None = None
 
     @property
@@ -103,7 +136,7 @@ class Validator:
         if self.trace is None:
             return None
         if self._index is None:
-            self._index = _TraceIndex(self.trace)
+            self._index = _TraceIndex(self.trace, self.verdict)
         return self._index
 
     def __call__(self, raw_spans: Sequence[Any]) -> ValidationReport:
@@ -177,18 +210,31 @@ class Validator:
         length = end - start
         if label in S.REGION_LABELS:
             share = self.limits.max_region_share
-            if length > max(1, math.floor(share * self.num_tokens)):
+            if length > self.limits.region_budget(self.num_tokens):
                 raise _Reject(
                     S.SPAN_TOO_LONG,
                     f"{label} covers {length} of {self.num_tokens} tokens; a region label "
                     f"may cover at most {share:g} of the trace",
                 )
-        elif length > self.limits.max_point_tokens:
+        elif length > self.limits.max_point_tokens or (
+            length > self.limits.point_cap(self.num_tokens) and not self._one_line(start, end)
+        ):
             raise _Reject(
                 S.SPAN_TOO_LONG,
-                f"{label} covers {length} tokens; mark the step itself, at most "
-                f"{self.limits.max_point_tokens} tokens",
+                f"{label} covers {length} of {self.num_tokens} tokens; mark the step itself: "
+                f"at most {self.limits.max_point_tokens} tokens, and at most half the trace "
+                "unless the step is one line",
             )
+
+    def _one_line(self, start: int, end: int) -> bool:
+        """Whether tokens ``[start, end)`` lie within one line of the trace (its own line
+        break aside): a long step of a short trace, such as a correction paragraph, may
+        cover more than half of it. Without a trace nobody can tell: a caller's own spans
+        (/v1/credit) keep only the token cap."""
+        if self.trace is None:
+            return True
+        low, high = self.trace.char_range(start, end)
+        return "\n" not in self.trace.text[low:high].rstrip()
 
     def _check_evidence(self, span: Span, ix: _TraceIndex) -> None:
         folded = ix.folded
@@ -212,7 +258,13 @@ class Validator:
         quote_end = quote
         if span.evidence_end is not None:
             quote_end = self._quote(span.evidence_end, inside, "evidence_end")
-        at = folded.text.rfind(quote_end, low, high)
+        if quote_end == quote:
+            # One quote anchors one place: the occurrence that can anchor the start and lies
+            # nearest the end (a line that repeats its text must not anchor every sub-line).
+            window = int(folded.token_starts[ix.line_end(first_line + 1)])
+            at = folded.text.rfind(quote, low, min(high, window + len(quote) - 1))
+        else:
+            at = folded.text.rfind(quote_end, low, high)
         if at < 0:
             raise _Reject(
                 S.EVIDENCE_NOT_FOUND,
@@ -239,15 +291,35 @@ class Validator:
         return quote
 
     def _check_grounding(self, span: Span, ix: _TraceIndex) -> None:
-        if self.label_scores.get(span.label, 0.0) <= 0:
+        score = self.label_scores.get(span.label, 0.0)
+        if span.label == L.INVALID:
+            if ix.checks.proven_true(span.start, span.end):
+                raise _Reject(
+                    S.CONTRADICTS_ARITHMETIC,
+                    f"the claim checks out: every computation on the lines of tokens "
+                    f"[{span.start}, {span.end}) holds, and the lines say nothing else; "
+                    "mark the line where the error is",
+                )
             return
-        low, high = ix.trace.char_range(span.start, span.end)
-        false = ix.false_links.inside(low, high)
+        if score <= 0:
+            return
+        false = ix.checks.false_on(span.start, span.end)
         if false is not None:
             raise _Reject(
                 S.CONTRADICTS_ARITHMETIC,
-                f"a {span.label} span may not contain a false computation: {false!r} "
-                "does not hold; mark it invalid, or cover only the sound part",
+                f"a {span.label} span may not touch a line with a false computation: "
+                f"{_cut(false)} does not hold; mark it invalid, and credit lines without it",
+            )
+        if ix.checks.tainted_on(span.start, span.end):
+            raise _Reject(
+                S.BUILT_ON_ERROR,
+                f"a {span.label} span may not touch a line that computes with the value of an "
+                "earlier false computation; mark it unsupported",
+            )
+        if ix.on_wrong_answer(span.start, span.end):
+            raise _Reject(
+                S.WRONG_FINAL_ANSWER,
+                f"a {span.label} span may not touch the final answer: the verdict says it is wrong",
             )
 
     # -- across spans ------------------------------------------------------------------
@@ -276,25 +348,43 @@ class Validator:
     def _settle(self, candidates: list[tuple[int, Span, Any]], reject: Any) -> list[Span]:
         """Overlaps, then structure, until no span depends on an error that lost its place."""
         pending = sorted(candidates, key=_precedence)
+        budget = self.limits.region_budget(self.num_tokens)
+        floor = self.limits.unlock_confidence
         while True:
             kept, lost = _resolve_overlaps(pending)
-            invalid_ends = sorted(s.end for _, s, _ in kept if s.label == "invalid")
-            orphans = [
-                item
-                for item in kept
-                if item[1].label in S.NEEDS_PRIOR_INVALID
-                and (not invalid_ends or invalid_ends[0] > item[1].start)
-            ]
-            if not orphans:
-                break
+            over: list[tuple[int, Span, Any]] = []
+            used = 0
+            for item in kept:  # in precedence order: the most confident region first
+                if item[1].label in S.REGION_LABELS:
+                    used += item[1].end - item[1].start
+                    if used > budget:
+                        over.append(item)
+            for item in over:
+                reject(
+                    item[2],
+                    S.SPAN_TOO_LONG,
+                    f"region labels together may cover at most "
+                    f"{self.limits.max_region_share:g} of the trace ({budget} tokens); more "
+                    "confident ones use the budget",
+                )
+            stands = unlocked([s for _, s, _ in kept], floor)
+            orphans = [item for item, ok in zip(kept, stands, strict=True) if not ok]
+            # An orphan that won an overlap may have displaced the very invalid another
+            # orphan needs: such winners fall first, one at a time; then the rest at once.
+            winners = {id(rival) for _, rival in lost}
+            displacing = [item for item in orphans if id(item[1]) in winners]
+            orphans = displacing[:1] or orphans
             for item in orphans:
                 reject(
                     item[2],
                     S.NO_PRIOR_INVALID,
-                    f"{item[1].label} needs an accepted invalid span before token "
-                    f"{item[1].start}: a correction of nothing, or a dependence on no error",
+                    f"{item[1].label} needs an accepted invalid span (confidence >= {floor:g}) "
+                    f"before token {item[1].start}, and each invalid unlocks one "
+                    "verified_correction: a correction of nothing, or a dependence on no error",
                 )
-            dropped = {id(item) for item in orphans}
+            if not over and not orphans:
+                break
+            dropped = {id(item) for item in (*over, *orphans)}
             pending = [item for item in pending if id(item) not in dropped]
         for item, rival in lost:
             reject(
@@ -339,9 +429,11 @@ def validate_spans(
     *,
     num_tokens: int | None = None,
     limits: SpanLimits | None = None,
+    verdict: Verdict | None = None,
 ) -> ValidationReport:
     """Check spans against `trace` (or, without one, against `num_tokens` only)."""
-    return Validator(trace, label_scores, limits, num_tokens=num_tokens).check(raw_spans)
+    validator = Validator(trace, label_scores, limits, num_tokens=num_tokens, verdict=verdict)
+    return validator.check(raw_spans)
 
 
 def _cut(value: object) -> str:

@@ -52,7 +52,10 @@ def test_value_judge_over_http(client: httpx.Client, model_dir: Path) -> None:
     assert answer.status_code == 200, answer.text
     result = answer.json()
     assert result["judge"]["name"] == f"value:{model_dir}"
-    assert len(result["spans"]) >= 5 and not result.get("rejected_spans")
+    assert len(result["spans"]) >= 5
+    # The one segment grounding may drop: a rise of the value on the final answer of a
+    # rollout whose verdict is wrong gets no positive credit.
+    assert {r["code"] for r in result.get("rejected_spans") or []} <= {"wrong_final_answer"}
     scores = [s["score"] for s in result["spans"]]
     assert len(set(scores)) == len(scores)  # continuous, not the labels' fixed scores
     credit = np.asarray(result["credit"])

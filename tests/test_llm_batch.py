@@ -148,10 +148,10 @@ async def test_faults_in_a_batch_stay_with_their_rollouts(
     inject = results["inject"]
     assert [s.label for s in inject.spans] == ["invalid"]  # the sound span of the submission
     assert [(r.code, r.round) for r in inject.rejected_spans] == [
-        ("evidence_not_anchored", 1),
-        ("evidence_not_anchored", 2),
+        ("span_too_long", 1),  # the whole trace: more than half of it, over many lines
+        ("span_too_long", 2),
     ]
-    assert inject.judge is not None and inject.judge.rejected == {"evidence_not_anchored": 2}
+    assert inject.judge is not None and inject.judge.rejected == {"span_too_long": 2}
     credit = np.asarray(inject.credit)
     bad = phrase_span(trace, WRONG_STEP)
     assert (credit[bad[0] : bad[1]] < 0).all() and credit.sum() < 0

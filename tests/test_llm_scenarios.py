@@ -145,7 +145,8 @@ async def test_injected_whole_trace_span_is_rejected_even_when_resubmitted(
     assert INJECTION in strip_markers(fenced[1])  # the injection went out inside the fence
     report = checker(request)(outcome.spans)
     assert report.accepted == []
-    assert [r.code for r in report.rejected] == ["evidence_not_anchored"]
+    # Over the whole trace: more than half of it, on more than one line.
+    assert [r.code for r in report.rejected] == ["span_too_long"]
     assert outcome.turns == 2  # one repair turn, then the session ended
 
 

@@ -143,7 +143,11 @@ def test_a_chain_states_its_ends(engine: Engine, bpe: LoadedTokenizer) -> None:
 
 def test_repetition(engine: Engine, bpe: LoadedTokenizer) -> None:
     line = "Let me double check that the product is right."
-    text = f"{line}\n12 * 12 = 144.\n{line}\n{line.replace('double check', 'double-check')}\n"
+    # Other lines, so that the two repeats are within the region budget (half the trace).
+    other = "The square has sides of twelve, so its area is the product.\nWe multiply them."
+    text = (
+        f"{other}\n{line}\n12 * 12 = 144.\n{line}\n{line.replace('double check', 'double-check')}\n"
+    )
     result, _ = _judge(engine, bpe, text)
     labels = [s.label for s in result.spans]
     assert labels.count("unproductive_repetition") == 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from judge_service.judges.rules.claims import find_links, lexed_links
+from judge_service.judges.rules.claims import chained, find_links, lexed_links
+from judge_service.judges.rules.forms import checker_form
 from judge_service.judges.rules.links import LEFT_STOP, RIGHT_STOP
 from judge_service.judges.rules.plain_claims import MAX_CHARS, plain_links
 
@@ -75,7 +76,8 @@ def test_plain_lines_take_the_fast_path_and_agree(line: str) -> None:
     plain = plain_links(line) if len(line) <= MAX_CHARS else lexed_links(line)
     assert plain is not None, line
     assert plain == lexed_links(line), line
-    assert find_links(line) == plain
+    if checker_form(line) == line:  # else find_links reads the rewritten line
+        assert find_links(line) == chained(plain)
 
 
 def test_the_fast_path_covers_the_common_claim_lines() -> None:

@@ -21,7 +21,7 @@ from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, SpanLimits
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import escape_view_text, marker_positions
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
-from judge_service.validate import validate_spans
+from judge_service.validate import Verdict, validate_spans
 from tests.conftest import EXAMPLES
 
 POSITIVE = frozenset(label for label, score in DEFAULT_LABEL_SCORES.items() if score > 0)
@@ -44,7 +44,10 @@ def _request(tok: LoadedTokenizer, text: str, **extra: Any) -> JudgeRequest:
 
 def _accepted_whole(request: JudgeRequest, limits: SpanLimits) -> list[dict[str, Any]]:
     spans = judge_spans(request, limits)
-    report = validate_spans(spans, request.trace, request.label_scores, limits=limits)
+    verdict = Verdict(request.final_answer, request.reference_answer, request.reward)
+    report = validate_spans(
+        spans, request.trace, request.label_scores, limits=limits, verdict=verdict
+    )
     assert not report.rejected, report.reasons_text()
     assert len(report.accepted) == len(spans)
     return spans
@@ -54,7 +57,7 @@ def _shape(trace: Trace, spans: list[TokenSpan], **kw: Any) -> list[dict[str, ob
     args: dict[str, Any] = {
         "priority": PRIORITY,
         "positive": POSITIVE,
-        "false_links": [],
+        "blocked": np.zeros(len(marker_positions(trace)), np.bool_),
         "limits": SpanLimits(),
     }
     return shape_spans(spans, trace, **(args | kw))
@@ -94,7 +97,8 @@ def test_a_crowded_line_keeps_two_spans(bpe: LoadedTokenizer) -> None:
 
 
 def test_a_crowded_line_joins_same_label_neighbours(bpe: LoadedTokenizer) -> None:
-    text = "Doubling: 1 + 1 = 2, 2 + 2 = 4, 4 + 4 = 8, 8 + 8 = 16.\n"
+    # A second line: one span may cover at most half the trace.
+    text = "Doubling: 1 + 1 = 2, 2 + 2 = 4, 4 + 4 = 8, 8 + 8 = 16.\nThat is the doubling.\n"
     spans = _accepted_whole(_request(bpe, text), SpanLimits())
     assert [(s["label"], s["evidence"]) for s in spans] == [
         ("valid_progress", "1 + 1 = 2, 2 + 2 = 4, 4 + 4 = 8, 8 + 8 = 16")
@@ -119,10 +123,19 @@ def test_structure_and_grounding(bpe: LoadedTokenizer) -> None:
     assert [s["label"] for s in kept] == ["invalid", "verified_correction"]
     # The invalid span is too long for the limit: its correction goes with it.
     assert _shape(trace, [invalid, after], limits=SpanLimits(max_point_tokens=second - 2)) == []
-    whole = TokenSpan(0, trace.num_tokens, "valid_progress", 0.9)
-    false_link = (0, len("2 + 2 = 5"))
-    assert _shape(trace, [whole], false_links=[false_link]) == []
-    assert len(_shape(trace, [whole], false_links=[(0, len(trace.text) + 1)])) == 1
+    point = TokenSpan(second, trace.num_tokens - 1, "valid_progress", 0.9)
+    blocked = np.zeros(len(marker_positions(trace)), np.bool_)
+    assert len(_shape(trace, [point], blocked=blocked)) == 1
+    blocked[1] = True  # its line holds a false link, say: no positive span may touch it
+    assert _shape(trace, [point], blocked=blocked) == []
+    # One invalid unlocks one correction.
+    twice = [
+        invalid,
+        after,
+        TokenSpan(trace.num_tokens - 1, trace.num_tokens, "verified_correction", 0.9),
+    ]
+    assert [s["label"] for s in _shape(trace, twice)] == ["invalid", "verified_correction"]
+    assert _shape(trace, twice)[1]["confidence"] == 0.9
 
 
 def test_evidence_anchors_both_ends(bpe: LoadedTokenizer) -> None:
@@ -194,27 +207,51 @@ def _reference(
     spans: list[TokenSpan],
     trace: Trace,
     positive: frozenset[str],
-    false_links: list[tuple[int, int]],
+    blocked: list[bool],
     limits: SpanLimits,
 ) -> list[dict[str, object]]:
     markers = marker_positions(trace)
     offsets = trace.offsets.tolist()
-    region_cap = max(1, math.floor(limits.max_region_share * trace.num_tokens))
+    n = trace.num_tokens
+    region_cap = max(1, math.floor(limits.max_region_share * n))
+    point_cap = min(limits.max_point_tokens, max(1, n // 2))
 
     def line(token: int) -> int:
         return bisect.bisect_right(markers, token) - 1
 
     def fits(s: TokenSpan) -> bool:
-        cap = region_cap if s.label in REGION_LABELS else limits.max_point_tokens
-        low, high = offsets[s.start], offsets[s.end]
-        linked = any(low <= a < high and b <= high for a, b in false_links)
-        return s.end - s.start <= cap and not (s.label in positive and linked)
+        cap = region_cap if s.label in REGION_LABELS else point_cap
+        touched = any(blocked[line(s.start) : line(s.end - 1) + 1])
+        return s.end - s.start <= cap and not (s.label in positive and touched)
 
     def after_invalid(spans: list[TokenSpan]) -> list[TokenSpan]:
-        firsts = [i for i, s in enumerate(spans) if s.label == "invalid"][:1] or [len(spans)]
-        return [
-            s for i, s in enumerate(spans) if s.label not in NEEDS_PRIOR_INVALID or i > firsts[0]
-        ]
+        # Each scoring invalid unlocks one correction (the most confident first, to the
+        # nearest invalid before it) and any number of dependences.
+        invalid = sorted(s.end for s in spans if s.label == "invalid" and s.confidence >= 0.5)
+        used: set[int] = set()
+        keep = {i for i, s in enumerate(spans) if s.label not in NEEDS_PRIOR_INVALID}
+        needs = [i for i, s in enumerate(spans) if s.label in NEEDS_PRIOR_INVALID]
+        for i in sorted(needs, key=lambda i: (-spans[i].confidence, spans[i].start, i)):
+            free = [k for k, end in enumerate(invalid) if end <= spans[i].start]
+            if spans[i].label != "verified_correction":
+                if free:
+                    keep.add(i)
+                continue
+            free = [k for k in free if k not in used]
+            if free:
+                used.add(free[-1])
+                keep.add(i)
+        return [s for i, s in enumerate(spans) if i in keep]
+
+    def region_budget(spans: list[TokenSpan]) -> list[TokenSpan]:
+        used, drop = 0, set()
+        for s in sorted(
+            (s for s in spans if s.label in REGION_LABELS), key=lambda s: (-s.confidence, s.start)
+        ):
+            used += s.end - s.start
+            if used > region_cap:
+                drop.add(s)
+        return [s for s in spans if s not in drop]
 
     def best(
         spans: list[TokenSpan], limit: int, group: Callable[[TokenSpan], int]
@@ -249,7 +286,7 @@ def _reference(
                 continue
         joined.append(s)
     kept = best(joined, limits.max_per_line, lambda s: line(s.start))
-    kept = after_invalid(best(kept, limits.max_spans, lambda s: 0))
+    kept = after_invalid(region_budget(best(kept, limits.max_spans, lambda s: 0)))
     escaped = escape_view_text(trace.text)
 
     def quote(text: str, chars: int, head: bool) -> str:
@@ -274,10 +311,10 @@ _SHAPE_LABELS = [*DEFAULT_LABEL_SCORES, "unknown"]
 
 
 @st.composite
-def _shape_case(draw: st.DrawFn) -> tuple[Trace, list[TokenSpan], list[tuple[int, int]]]:
+def _shape_case(draw: st.DrawFn) -> tuple[Trace, list[TokenSpan], list[bool]]:
     """A trace cut into random tokens, with dozens of spans from few labels and confidences
-    (so that neighbours join and ranks tie), some long, in random order; false links at
-    token boundaries. Built with one seeded `random.Random`: drawn choice by choice from
+    (so that neighbours join and ranks tie), some long, in random order; some marker lines
+    blocked for positive spans. Built with one seeded `random.Random`: drawn choice by choice from
     hypothesis, the cases came out tiny (and slow to draw)."""
     rng = draw(st.randoms(use_true_random=True))
     text = "".join(rng.choices(_SHAPE_PIECES, k=rng.randint(1, 60)))
@@ -294,9 +331,8 @@ def _shape_case(draw: st.DrawFn) -> tuple[Trace, list[TokenSpan], list[tuple[int
             spans.append(TokenSpan(at, end, rng.choice(labels), rng.choice([0.5, 0.9, 1])))
         at = end
     rng.shuffle(spans)
-    firsts = [rng.randrange(n + 1) for _ in range(rng.randint(0, 10))]
-    links = [(int(offsets[t]), int(offsets[min(n, t + rng.randint(0, 3))])) for t in firsts]
-    return trace, spans, links
+    blocked = [rng.random() < 0.2 for _ in marker_positions(trace)]
+    return trace, spans, blocked
 
 
 @settings(max_examples=300, deadline=None)
@@ -312,10 +348,11 @@ def _shape_case(draw: st.DrawFn) -> tuple[Trace, list[TokenSpan], list[tuple[int
     ),
 )
 def test_shape_matches_a_span_by_span_reference(
-    case: tuple[Trace, list[TokenSpan], list[tuple[int, int]]],
+    case: tuple[Trace, list[TokenSpan], list[bool]],
     positive: frozenset[str],
     limits: SpanLimits,
 ) -> None:
-    trace, spans, links = case
-    expected = _reference(spans, trace, positive, links, limits)
-    assert _shape(trace, spans, positive=positive, false_links=links, limits=limits) == expected
+    trace, spans, blocked = case
+    expected = _reference(spans, trace, positive, blocked, limits)
+    mask = np.array(blocked, np.bool_)
+    assert _shape(trace, spans, positive=positive, blocked=mask, limits=limits) == expected

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from judge_service import credit
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.spans import SpanLimits
 from judge_service.trace import Trace, mark
@@ -213,13 +214,15 @@ def test_corrections_and_dependents_need_an_earlier_invalid(trace: Trace) -> Non
     assert _codes(validate_spans([fix, late_error], trace, LABELS)) == ["no_prior_invalid"]
 
 
-def test_a_correction_whose_error_lost_an_overlap_is_dropped(trace: Trace) -> None:
+def test_an_error_that_lost_an_overlap_to_an_orphan_is_settled_again(trace: Trace) -> None:
+    """The rival wins the overlap, then falls for lack of an invalid before it: the error it
+    displaced stands again, and with it the correction."""
     error = _span(trace, "I think 17 × 24 = 418.", confidence=0.6)
-    rival = _span(trace, "I think 17 × 24", label="useful_exploration", confidence=0.9)
+    rival = _span(trace, "I think 17 × 24", label="unsupported", confidence=0.9)
     fix = _span(trace, "Wait: 17 × 24 = 408, not 418.", label="verified_correction")
     report = validate_spans([error, rival, fix], trace, LABELS)
-    assert [s.label for s in report.accepted] == ["useful_exploration"]
-    assert sorted(_codes(report)) == ["no_prior_invalid", "overlap"]
+    assert [s.label for s in report.accepted] == ["invalid", "verified_correction"]
+    assert _codes(report) == ["no_prior_invalid"]
 
 
 def test_a_positive_span_over_a_false_computation_is_rejected(trace: Trace) -> None:
@@ -293,3 +296,38 @@ def test_an_empty_submission_builds_no_index(trace: Trace) -> None:
     assert validator._index is None
     report = validator.check([_span(trace, "17 × 24 = 408")])
     assert len(report.accepted) == 1 and validator._index is not None
+
+
+def test_a_point_label_over_half_the_trace_must_be_one_line(bpe: LoadedTokenizer) -> None:
+    long_line = "Wait, I redo it: " + "the square has four equal sides, " * 4 + "so it is fine."
+    trace = _decode(bpe, f"Compute.\n{long_line}\nDone.")
+    one_line = _span(trace, long_line, label="valid_progress", evidence=long_line[:30])
+    one_line["evidence_end"] = long_line[-20:]
+    assert one_line["end"] - one_line["start"] > trace.num_tokens // 2
+    assert validate_spans([one_line], trace, LABELS).accepted
+    lines = {**one_line, "start": 0, "evidence": "Compute."}  # from the line before
+    assert _codes(validate_spans([lines], trace, LABELS)) == ["span_too_long"]
+
+
+def test_a_request_above_the_unlock_floor_zeroes_what_its_invalid_no_longer_unlocks(
+    trace: Trace,
+) -> None:
+    error = _span(trace, "I think 17 × 24 = 418.", confidence=0.6)
+    fix = _span(trace, "Wait: 17 × 24 = 408, not 418.", label="verified_correction")
+    accepted = validate_spans([error, fix], trace, LABELS).accepted
+    assert [s.label for s in accepted] == ["invalid", "verified_correction"]
+    assert credit.span_scores(accepted, LABELS, 0.5) == [-1.0, 1.0]
+    # At min_confidence 0.7 the invalid scores nothing, so it unlocks nothing either.
+    assert credit.span_scores(accepted, LABELS, 0.7) == [0.0, 0.0]
+
+
+def test_one_invalid_unlocks_one_correction_the_most_confident(trace: Trace) -> None:
+    error = _span(trace, "I think 17 × 24 = 418.")
+    fix = _span(trace, "Wait: 17 × 24 = 408, not 418.", label="verified_correction", confidence=0.6)
+    again = _span(trace, "Then 408 + 2 = 410.", label="verified_correction", confidence=0.8)
+    report = validate_spans([error, fix, again], trace, LABELS)
+    assert [(s.label, s.confidence) for s in report.accepted] == [
+        ("invalid", 0.9),
+        ("verified_correction", 0.8),
+    ]
+    assert _codes(report) == ["no_prior_invalid"]

@@ -78,12 +78,18 @@ def traces_and_spans(draw: st.DrawFn, bpe: LoadedTokenizer) -> tuple[Trace, list
     return trace, spans
 
 
-def _false_links(trace: Trace) -> list[tuple[int, int]]:
+def _blocked_tokens(trace: Trace) -> list[tuple[int, int]]:
+    """For each false link (the checker run per line), the tokens of every marker line it
+    touches: no positive span may touch them, however it cuts the claim."""
+    markers = [*marker_positions(trace), trace.num_tokens]
     found, base = [], 0
     for line in trace.text.split("\n"):
         for link in find_links(line):
             if not link.holds and not link.trivial:
-                found.append((base + link.left_start, base + link.right_end))
+                a, b = trace.tokens_for_chars(base + link.left_start, base + link.right_end)
+                first = max(i for i, m in enumerate(markers) if m <= a)
+                last = max(i for i, m in enumerate(markers) if m <= b - 1)
+                found.append((markers[first], markers[last + 1]))
         base += len(line) + 1
     return found
 
@@ -107,6 +113,8 @@ def _check_accepted(trace: Trace, spans: list[Any]) -> None:
             assert length <= max(1, int(LIMITS.max_region_share * n))
         else:
             assert length <= LIMITS.max_point_tokens
+            if length > max(1, n // 2):  # over half the trace: only a step of one line
+                assert "\n" not in trace.span_text(span.start, span.end).rstrip()
         inside = fold(trace.span_text(span.start, span.end), quote=False)
         quote = fold(span.evidence)
         assert quote in inside and len(quote) >= min(MIN_EVIDENCE_CHARS, len(inside))
@@ -122,15 +130,21 @@ def _check_accepted(trace: Trace, spans: list[Any]) -> None:
         tail = trace.text[max(chars(span.start), chars(low) - 4 * len(end_quote)) : chars(span.end)]
         assert end_quote in fold(tail, quote=False)
         if DEFAULT_LABEL_SCORES[span.label] > 0:
-            a, b = chars(span.start), chars(span.end)
-            assert not any(a <= x and y <= b for x, y in _false_links(trace))
+            assert not any(span.start < y and x < span.end for x, y in _blocked_tokens(trace))
         per_line[first] = per_line.get(first, 0) + 1
     assert all(count <= LIMITS.max_per_line for count in per_line.values())
     ordered = sorted(spans, key=lambda s: s.start)
     assert all(x.end <= y.start for x, y in itertools.pairwise(ordered))
-    for span in spans:
+    regions = sum(s.end - s.start for s in spans if s.label in REGION_LABELS)
+    assert regions <= max(1, int(LIMITS.max_region_share * n))  # one budget for all
+    # Each correction has an invalid of its own before it (scoring: confidence >= 0.5);
+    # taken in order of start, any free one will do.
+    free = sorted(o.end for o in spans if o.label == "invalid" and o.confidence >= 0.5)
+    for span in ordered:
         if span.label in NEEDS_PRIOR_INVALID:
-            assert any(o.label == "invalid" and o.end <= span.start for o in spans)
+            assert free and free[0] <= span.start
+        if span.label == "verified_correction":
+            free.remove(max(e for e in free if e <= span.start))
 
 
 def test_validation_holds_every_rule_on_random_submissions(bpe: LoadedTokenizer) -> None:

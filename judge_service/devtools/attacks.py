@@ -48,14 +48,18 @@ class Attack:
 
 def quote_span(trace: Trace, phrase: str, label: str, confidence: float = 0.9) -> dict[str, Any]:
     """The tokens covering the first occurrence of `phrase`, quoting it."""
-    at = trace.text.index(phrase)
-    start, end = trace.tokens_for_chars(at, at + len(phrase))
+    return span_at(trace, trace.text.index(phrase), phrase, label, confidence)
+
+
+def span_at(trace: Trace, at: int, text: str, label: str, confidence: float) -> dict[str, Any]:
+    """The tokens covering `text` at char `at` of the trace, quoting it (stripped)."""
+    start, end = trace.tokens_for_chars(at, at + len(text))
     return {
         "start": start,
         "end": end,
         "label": label,
         "confidence": confidence,
-        "evidence": phrase,
+        "evidence": text.strip(),
     }
 
 
@@ -93,7 +97,7 @@ def attacks(trace: Trace) -> list[Attack]:
             "verified_correction over [0, T) quoting 12 characters of the first line",
             [{**quote_span(trace, first_line, "verified_correction", 1.0), "start": 0, "end": n}],
             sound,
-            "evidence_not_anchored",
+            "span_too_long",  # a point label covers at most half the trace
         ),
         Attack(
             "majority_progress",
@@ -108,7 +112,7 @@ def attacks(trace: Trace) -> list[Attack]:
                 }
             ],
             sound,
-            "evidence_not_anchored",
+            "span_too_long",
         ),
         Attack(
             "correction_of_nothing",

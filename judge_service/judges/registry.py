@@ -18,11 +18,9 @@ def _rules(model: str, settings: Settings) -> Judge:
 
     if model:
         raise InputError("the rules judge takes no model", field="options.judge")
-    return RulesJudge(
-        max_point_tokens=settings.max_point_span_tokens,
-        max_region_share=settings.max_region_share,
-        max_spans=settings.max_spans,
-    )
+    from judge_service.resolve import span_limits
+
+    return RulesJudge(span_limits(settings))
 
 
 def _anthropic(model: str, settings: Settings) -> Judge:

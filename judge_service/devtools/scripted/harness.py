@@ -22,7 +22,7 @@ from judge_service.tools.run_python import RunPythonTool
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
-from judge_service.validate import ValidationReport, validate_spans
+from judge_service.validate import ValidationReport, Verdict, validate_spans
 
 PROVIDERS = ["anthropic", "openai"]
 
@@ -86,7 +86,8 @@ def span(trace: Trace, phrase: str, label: str, confidence: float = 0.9) -> dict
 
 def checker(request: JudgeRequest) -> Any:
     def check(spans: Sequence[Any]) -> ValidationReport:
-        return validate_spans(spans, request.trace, request.label_scores)
+        verdict = Verdict(request.final_answer, request.reference_answer, request.reward)
+        return validate_spans(spans, request.trace, request.label_scores, verdict=verdict)
 
     return check
 

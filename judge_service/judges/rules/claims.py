@@ -23,6 +23,7 @@ from judge_service.errors import ParseError
 from judge_service.judges.rules import arithmetic as ar
 from judge_service.judges.rules.arithmetic import Parsed, Token, lex, parse_tokens
 from judge_service.judges.rules.exact import exact_equal
+from judge_service.judges.rules.forms import checker_form, may_claim
 from judge_service.judges.rules.links import (
     AND_CONTINUES,
     LEFT_STOP,
@@ -32,7 +33,7 @@ from judge_service.judges.rules.links import (
 )
 from judge_service.judges.rules.plain_claims import plain_links
 
-__all__ = ["Link", "find_links", "lexed_links"]
+__all__ = ["Link", "chained", "find_links", "lexed_links", "may_claim"]
 
 
 _WORDS = re.compile(r"[^\W\d_]+")
@@ -52,11 +53,35 @@ class _Side(NamedTuple):
 
 
 def find_links(line: str) -> list[Link]:
-    """Every checkable `a = b` link in `line`, in order; a chain `a = b = c` gives two."""
-    if "=" not in line or _DIGIT.search(line) is None:
+    """Every checkable `a = b` link in `line`, in order; a chain `a = b = c` gives two.
+    The line is read in its checker form (`forms.checker_form`: words, fullwidth digits),
+    which keeps every char's offset."""
+    read = checker_form(line)
+    if "=" not in read or _DIGIT.search(read) is None:
         return []
-    plain = plain_links(line)
-    return plain if plain is not None else lexed_links(line)
+    plain = plain_links(read)
+    links = chained(plain if plain is not None else lexed_links(read))
+    if read != line:  # the sides as written ("17 times 4"): the offsets are the same
+        links = [
+            lk._replace(
+                left_text=line[lk.left_start : lk.left_end],
+                right_text=line[lk.right_start : lk.right_end],
+            )
+            for lk in links
+        ]
+    return links
+
+
+def chained(links: list[Link]) -> list[Link]:
+    """`links` with a chain's bare step that does not hold (the ``= 5`` of ``2 + 2 = 4 =
+    5``) made non-trivial: it claims the chain's value is another number, a false
+    computation, not a trivial ``4 = 5``."""
+    for k in range(1, len(links)):
+        link, before = links[k], links[k - 1]
+        steps = link.left_start < before.right_end and not before.trivial
+        if steps and link.trivial and not link.holds:
+            links[k] = link._replace(trivial=False)
+    return links
 
 
 def lexed_links(line: str) -> list[Link]:

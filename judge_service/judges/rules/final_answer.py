@@ -59,3 +59,11 @@ def answers_match(answer: str, reference: str | None, reward: float | None) -> b
     if reward is not None:
         return reward > 0
     return None
+
+
+def answer_is_wrong(answer: str, reference: str | None, reward: float | None) -> bool:
+    """Whether the verdict says the final answer is wrong: the verifier gave no reward
+    (``reward <= 0``), or the answer is decidably not the reference."""
+    if reward is not None and reward <= 0:
+        return True
+    return answers_match(answer, reference, reward) is False

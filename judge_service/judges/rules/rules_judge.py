@@ -32,14 +32,16 @@ import re
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 import sympy
 
 from judge_service import labels as L
 from judge_service.errors import ParseError
-from judge_service.grounding import TraceLinks
+from judge_service.grounding import LineChecks, TraceLinks, Verdict, wrong_answer_tokens
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.rules.arithmetic import parse_number_expr
 from judge_service.judges.rules.final_answer import (
+    answer_is_wrong,
     answers_match,
     locate_final_answer,
     normalise_answer,
@@ -51,7 +53,7 @@ from judge_service.offload import OFFLOAD_CHARS, off_loop
 from judge_service.spans import SpanLimits
 from judge_service.trace.decode import Trace
 
-PROMPT_VERSION = "rules-2"
+PROMPT_VERSION = "rules-3"  # rules-3: line grounding, the checker's other spellings
 
 # When two findings cover the same tokens, the more important one keeps them; the same
 # order decides which spans stay on a crowded line.
@@ -147,6 +149,8 @@ def read_trace(request: JudgeRequest) -> Reading:
     if not verdict:
         # A wrong answer that carries an error's value forward depends on that error.
         label = L.UNSUPPORTED if _value(answer.content) in reader.tainted else L.INVALID
+    elif answer_is_wrong(answer.content, request.reference_answer, request.reward):
+        return reading  # the reference's value, unrewarded: no credit either way
     reading.findings.append(Finding(answer.start, answer.end, label, ANSWER_CONFIDENCE))
     return reading
 
@@ -222,9 +226,22 @@ def judge_spans(request: JudgeRequest, limits: SpanLimits) -> list[dict[str, obj
         request.trace,
         priority=PRIORITY,
         positive=frozenset(label for label, score in request.label_scores.items() if score > 0),
-        false_links=reading.false_links,
+        blocked=blocked_lines(request),
         limits=limits,
     )
+
+
+def blocked_lines(request: JudgeRequest) -> npt.NDArray[np.bool_]:
+    """The marker lines validation lets no positive span touch (`grounding.LineChecks`):
+    a false link, a link built on an error's value, the final answer of a wrong rollout."""
+    checks = LineChecks.of(request.trace)
+    blocked = checks.false | checks.tainted
+    verdict = Verdict(request.final_answer, request.reference_answer, request.reward)
+    answer = wrong_answer_tokens(request.trace, verdict)
+    if answer is not None:
+        first, last = checks.lines_of(*answer)
+        blocked[first : last + 1] = True
+    return blocked
 
 
 class RulesJudge(Judge):
@@ -232,14 +249,8 @@ class RulesJudge(Judge):
     prompt_version = PROMPT_VERSION
     reads_view = False  # it reads the text; its quotes come from shape_spans
 
-    def __init__(
-        self, max_point_tokens: int = 512, max_region_share: float = 0.5, max_spans: int = 256
-    ) -> None:
-        self.limits = SpanLimits(
-            max_point_tokens=max_point_tokens,
-            max_region_share=max_region_share,
-            max_spans=max_spans,
-        )
+    def __init__(self, limits: SpanLimits | None = None) -> None:
+        self.limits = limits or SpanLimits()  # validation's: every span it submits passes
 
     async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:
         spans = await off_loop(

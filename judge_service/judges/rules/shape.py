@@ -5,13 +5,15 @@ that validation rejects (DESIGN "Span validation") would be credit lost on the
 one path that must not fail. Its candidate spans are cut to this shape here,
 by dropping (never stretching) what a rule forbids:
 
-* size: a point label covers at most ``max_point_tokens``; a region label at most
-  ``max_region_share`` of the trace;
-* grounding: a span with a positive score contains no false arithmetic link;
+* size: a point label covers at most ``max_point_tokens`` and half the trace; region
+  labels together at most ``max_region_share`` of it (the most confident kept);
+* grounding: a span with a positive score touches no `blocked` line (a false link, a
+  value built on one, a wrong final answer: `grounding.LineChecks`);
 * flood: at most ``max_per_line`` spans start on one marker line; same-label
   neighbours there are first joined into one span, then the least important go;
 * at most ``max_spans`` spans, the most important kept;
-* structure: ``verified_correction`` and ``unsupported`` only after a kept ``invalid``;
+* structure: ``verified_correction`` and ``unsupported`` only after a kept ``invalid``,
+  one correction per invalid (`spans.unlocked`, as validation counts them);
 * evidence: ``evidence`` quotes the span's start; ``evidence_end`` its end when the
   span covers more than two lines.
 
@@ -26,8 +28,6 @@ few spans a cheap test cannot settle (a possible false link, a possible join).
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from judge_service.folding import fold
-from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, SpanLimits
+from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, Span, SpanLimits, unlocked
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import escape_view_text, marker_array
 
@@ -75,6 +75,7 @@ class _Labels:
     positive: Mask
     needs_invalid: Mask
     invalid: Mask
+    region: Mask
 
     @classmethod
     def build(
@@ -92,6 +93,7 @@ class _Labels:
             np.array([name in positive for name in names], np.bool_),
             np.array([name in NEEDS_PRIOR_INVALID for name in names], np.bool_),
             np.array([name == INVALID for name in names], np.bool_),
+            np.array([name in REGION_LABELS for name in names], np.bool_),
         )
 
     def codes(self, labels: Sequence[str]) -> IntArray:
@@ -127,14 +129,14 @@ class _Rows:
 
 
 class _Shaper:
-    """One call's trace, label table and false links, for the steps of `shape_spans`."""
+    """One call's trace, label table and blocked lines, for the steps of `shape_spans`."""
 
-    def __init__(self, trace: Trace, labels: _Labels, false_links: Sequence[tuple[int, int]]):
+    def __init__(self, trace: Trace, labels: _Labels, blocked: Mask, unlock_confidence: float):
         self.trace = trace
         self.labels = labels
-        self.links = sorted(false_links)
-        self.link_starts = np.array([low for low, _ in self.links], np.int64)
+        self.unlock_confidence = unlock_confidence
         self.markers = marker_array(trace)
+        self.blocked = np.concatenate(([0], np.cumsum(blocked, dtype=np.int64)))
 
     def line_of(self, tokens: IntArray) -> IntArray:
         return np.searchsorted(self.markers, tokens, side="right") - 1
@@ -154,40 +156,47 @@ class _Shaper:
 
     def fit(self, rows: _Rows) -> Mask:
         """Which spans are nonempty, within their label's size cap, and (with a positive
-        label) hold no false link."""
+        label) touch no blocked line."""
         length = rows.end - rows.start
         fits = (length > 0) & (length <= self.labels.cap[rows.label])
-        check = np.flatnonzero(fits & self.labels.positive[rows.label])
-        for i in self.maybe_linked(rows.start[check], rows.end[check], check).tolist():
-            fits[i] = not self.holds_false_link(int(rows.start[i]), int(rows.end[i]))
-        return fits
+        positive = fits & self.labels.positive[rows.label]
+        end_line = self.line_of(np.maximum(rows.end - 1, rows.start))
+        touched = self.blocked[end_line + 1] > self.blocked[rows.line]
+        return fits & ~(positive & touched)
 
-    def maybe_linked(self, start: IntArray, end: IntArray, which: IntArray) -> IntArray:
-        """`which` where a false link starts within the span's chars: only those can hold one."""
-        if not self.links:
-            return which[:0]
-        offsets = self.trace.offsets
-        low = np.searchsorted(self.link_starts, offsets[start], side="left")
-        high = np.searchsorted(self.link_starts, offsets[end], side="left")
-        return which[low < high]
-
-    def holds_false_link(self, start: int, end: int) -> bool:
-        low, high = self.trace.char_range(start, end)
-        at = bisect.bisect_left(self.links, (low, -1))
-        while at < len(self.links) and self.links[at][0] < high:
-            if self.links[at][1] <= high:
-                return True
-            at += 1
-        return False
+    def touches_blocked(self, start: int, end: int) -> bool:
+        first, last = self.line_of(np.array([start, end - 1], np.int64)).tolist()
+        return bool(self.blocked[last + 1] > self.blocked[first])
 
     def after_invalid(self, rows: _Rows) -> _Rows:
-        """Drops a correction or dependence that has no `invalid` before it."""
+        """Drops a correction or dependence that no kept, scoring `invalid` unlocks, as
+        validation counts them (`spans.unlocked`)."""
         needs = self.labels.needs_invalid[rows.label]
         if not needs.any():
             return rows
-        invalid = np.flatnonzero(self.labels.invalid[rows.label])
-        first = int(invalid[0]) if invalid.shape[0] else len(rows)
-        return rows.take(~needs | (np.arange(len(rows)) > first))
+        names = self.labels.names
+        spans = [
+            Span(start, end, names[label], -neg, "")
+            for start, end, label, neg in zip(
+                rows.start.tolist(),
+                rows.end.tolist(),
+                rows.label.tolist(),
+                rows.neg_confidence.tolist(),
+                strict=True,
+            )
+        ]
+        return rows.take(np.array(unlocked(spans, self.unlock_confidence), np.bool_))
+
+    def region_budget(self, rows: _Rows, budget: int) -> _Rows:
+        """Drops the region spans past one shared budget, the least confident first."""
+        region = np.flatnonzero(self.labels.region[rows.label])
+        if not region.shape[0]:
+            return rows
+        order = region[np.lexsort((rows.start[region], rows.neg_confidence[region]))]
+        used = np.cumsum(rows.end[order] - rows.start[order])
+        keep = np.ones(len(rows), np.bool_)
+        keep[order[used > budget]] = False
+        return rows.take(keep)
 
     def join_crowded(
         self, rows: _Rows, spans: Sequence[TokenSpan], per_line: int
@@ -240,7 +249,7 @@ class _Shaper:
                 continue
             head = heads.get(row - 1, row - 1)
             start = starts[head]  # the joined span's: that of its run's first row
-            if end - start > cap or (positive and self.holds_false_link(start, end)):
+            if end - start > cap or (positive and self.touches_blocked(start, end)):
                 continue
             heads[row] = head
         return heads
@@ -264,20 +273,20 @@ def shape_spans(
     *,
     priority: Mapping[str, int],
     positive: frozenset[str],
-    false_links: Sequence[tuple[int, int]],
+    blocked: Mask,
     limits: SpanLimits,
 ) -> list[dict[str, object]]:
     """`spans` (disjoint) reduced to a list validation accepts whole, with evidence quotes.
 
     `priority` ranks labels (lower is more important); `positive` are the labels with a
-    positive score; `false_links` are the char ranges of the false arithmetic links."""
+    positive score; `blocked` marks the marker lines no positive span may touch."""
     if not spans:  # nothing to shape: no line index, no escaped text
         return []
     columns = _columns(spans)
-    region_cap = max(1, math.floor(limits.max_region_share * trace.num_tokens))
-    caps = (region_cap, limits.max_point_tokens)
+    budget = limits.region_budget(trace.num_tokens)
+    caps = (budget, limits.point_cap(trace.num_tokens))
     labels = _Labels.build(columns[2], priority, positive, caps)
-    shaper = _Shaper(trace, labels, false_links)
+    shaper = _Shaper(trace, labels, blocked, limits.unlock_confidence)
     rows = shaper.rows(columns)
     if not (rows.start[1:] > rows.start[:-1]).all():
         spans = sorted(spans)  # by start (the tuples, as sorting before the cuts always did)
@@ -289,6 +298,7 @@ def shape_spans(
     rows = rows.take(_best(rank, limits.max_per_line, rows.line))
     rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
     rows = rows.take(_best(rank, limits.max_spans, None))
+    rows = shaper.region_budget(rows, budget)
     rows = shaper.after_invalid(rows)
     kept = [joined.get(at) or spans[at] for at in rows.at.tolist()]
     return shaper.quoted(rows, kept)

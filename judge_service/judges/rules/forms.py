@@ -1,0 +1,126 @@
+"""Other spellings of a claim, rewritten into the one the checker reads, char for char.
+
+The exact checker (`claims.find_links`) reads ``17 × 4 = 78``. A judge that wants
+credit on a false claim, or a policy that writes in words, spells the same claim
+``17 times 4 gives 78``, ``17x4=78``, ``20% of 150 is 35`` or in fullwidth digits
+``１７ × ４ ＝ ７８``. `checker_form` rewrites those spellings into the symbols the
+checker reads, **keeping the length of the line**: every rewritten word is its
+symbol followed by spaces, and every rewritten character is one character. So a
+link found in the rewritten line has the char offsets of the original claim, and
+the rules judge, validation's grounding and the quotes all point at the same text.
+
+What is rewritten, and only between numbers (a digit or ``)`` before, a digit or
+sign after), so that prose keeps its meaning:
+
+- operator words: ``times``, ``multiplied by``, ``plus``, ``minus``, ``divided by``;
+  ``x`` between two digits (``17x4``, ``5 x 3``; not a ``0x`` hex prefix); ``of`` after a
+  percentage (``20% of 150``);
+- relation words: ``is``, ``equals``, ``is equal to``, ``gives``, ``makes``, ``yields``;
+- characters: every decimal digit of another script or width (``７``, ``٣``, ``𝟕``)
+  as its ASCII digit, fullwidth ASCII (``＝``, ``＋``) as ASCII, the ideographic space
+  as a space, the figure dash, small and heavy minus as ``-``, ``✕ ✖`` as ``×``.
+
+Superscripts are left alone (the lexer reads ``3²``); anything the checker then
+cannot read stays unread, never guessed: the rewritten line goes through the same
+conservative reading as any other (a number beside a word is no operand).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["checker_form", "may_claim"]
+
+_OPERATORS = {
+    "times": "×",
+    "multiplied by": "×",
+    "plus": "+",
+    "minus": "-",
+    "divided by": "/",
+}
+_RELATIONS = ("is equal to", "equals", "is", "gives", "makes", "yields")
+
+# A number (or a group) ends just before. Not a bare percentage: "30% is 72" says 30% of
+# some whole is 72, not that 0.3 = 72.
+_BEFORE = r"(?<=[0-9)])"
+_AFTER = r"(?=\s+[-−(]?[0-9])"  # and a number starts just after
+_WORDS = re.compile(
+    rf"{_BEFORE}(?P<space>\s+)(?P<word>{'|'.join(_OPERATORS)}|{'|'.join(_RELATIONS)}){_AFTER}"
+    rf"|(?<=%)(?P<of_space>\s+)(?P<of>of){_AFTER}"
+    r"|(?<=[0-9])(?P<x>[xX])(?=[0-9])|(?<=[0-9] )(?P<spaced_x>[xX])(?= [0-9])",
+    re.IGNORECASE,
+)
+# A cheap test first: most lines hold none of these, and the rewrite is then skipped.
+_TRIGGER = re.compile(
+    r"[0-9)%]\s+(?:times|multiplied|plus|minus|divided|is|equals|gives|makes|yields|of)\b"
+    r"|[0-9] ?[xX] ?[0-9]",
+    re.IGNORECASE,
+)
+_ONE_CHAR = {
+    0x3000: " ",  # ideographic space
+    0x2012: "-",  # figure dash
+    0xFE63: "-",  # small hyphen-minus
+    0x2796: "-",  # heavy minus sign
+    0x2715: "×",
+    0x2716: "×",
+}
+
+
+@lru_cache(maxsize=4096)
+def _char(code: int) -> str | None:
+    """The one ASCII char a non-ASCII char is read as, or None (left as it is)."""
+    if code in _ONE_CHAR:
+        return _ONE_CHAR[code]
+    if 0xFF01 <= code <= 0xFF5E:  # fullwidth ASCII
+        return chr(code - 0xFEE0)
+    char = chr(code)
+    digit = unicodedata.decimal(char, None)  # decimal digits only: not ² (that is No)
+    return None if digit is None else str(digit)
+
+
+class _Table(dict[int, str]):
+    """A `str.translate` table computed per code point on first sight (and kept: a char
+    left as it is maps to itself, so it is not looked up again)."""
+
+    def __missing__(self, code: int) -> str:
+        mapped = _char(code) if code >= 0x80 else None
+        self[code] = chr(code) if mapped is None else mapped
+        return self[code]
+
+
+_TABLE = _Table()
+# The chars `_char` maps: a line with none of them is not translated at all.
+_MAPPED = re.compile(r"[\u2012\u2715\u2716\u2796\u3000\uFE63\uFF01-\uFF5E]|(?![0-9])\d")
+
+
+def _replace(match: re.Match[str]) -> str:
+    if match.group("spaced_x") is not None:
+        return "×"
+    if match.group("x") is not None:
+        at = match.start()
+        text = match.string
+        # "0x1F": a hex prefix, not a product ("10x4" and "3.0x2" are products).
+        if text[at - 1] == "0" and (at < 2 or not (text[at - 2].isdigit() or text[at - 2] == ".")):
+            return match.group()
+        return "×"
+    if match.group("of") is not None:
+        return match.group("of_space") + "× "
+    space, word = match.group("space"), match.group("word")
+    symbol = _OPERATORS.get(word.lower(), "=")
+    return space + symbol + " " * (len(word) - 1)
+
+
+def checker_form(line: str) -> str:
+    """`line` with the spellings above rewritten; the same length, char for char."""
+    if not line.isascii() and _MAPPED.search(line) is not None:
+        line = line.translate(_TABLE)
+    if _TRIGGER.search(line) is None:
+        return line
+    return _WORDS.sub(_replace, line)
+
+
+def may_claim(line: str) -> bool:
+    """Whether `line` may hold a link in its checker form (a cheap test, never a false no)."""
+    return "=" in line or not line.isascii() or _TRIGGER.search(line) is not None
