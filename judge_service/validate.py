@@ -143,8 +143,11 @@ class Validator:
         return self.check(raw_spans)
 
     def prepare(self) -> None:
-        """Build the trace's index now (fold, lines), e.g. in a thread before the judge runs."""
-        _ = self.index
+        """Build the trace's index now (fold, lines, the checker's verdict on every line),
+        e.g. in a thread before the judge runs: an LLM judge's first check then costs
+        its spans only, not a walk over the trace on the event loop."""
+        if self.index is not None:
+            _ = self.index.checks
 
     def check(self, raw_spans: Sequence[Any], *, round: int = 1) -> ValidationReport:
         report = ValidationReport()
@@ -370,10 +373,10 @@ class Validator:
             stands = unlocked([s for _, s, _ in kept], floor)
             orphans = [item for item, ok in zip(kept, stands, strict=True) if not ok]
             # An orphan that won an overlap may have displaced the very invalid another
-            # orphan needs: such winners fall first, one at a time; then the rest at once.
+            # orphan needs: such winners fall first, then the rest (all at once, so that a
+            # hostile submission settles in a few rounds).
             winners = {id(rival) for _, rival in lost}
-            displacing = [item for item in orphans if id(item[1]) in winners]
-            orphans = displacing[:1] or orphans
+            orphans = [item for item in orphans if id(item[1]) in winners] or orphans
             for item in orphans:
                 reject(
                     item[2],
