@@ -12,9 +12,10 @@ marker line (a trace line, cut every 64 tokens) `LineChecks` says whether it hol
 - only links proven true and nothing else the checker cannot read (an ``invalid``
   there is slander: ``contradicts_arithmetic``, the claim checks out).
 
-`TraceLinks` parses a line's links; the rules judge reads every line through the same
-object, so both ask one pure function of the same text: sharing it trusts nobody's
-submission.
+`TraceLinks` parses a line's links. The rules judge reads every line through the same
+object and hands its reader's labels to `LineChecks` (`LinkKinds`), so that a trace it
+judges is walked once: both ask one pure function of the same text, so sharing it
+trusts nobody's submission.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from judge_service import labels as L
 from judge_service.trace.decode import Trace
@@ -33,6 +35,7 @@ from judge_service.trace.markers import marker_array
 
 if TYPE_CHECKING:
     from judge_service.judges.rules.claims import Link
+    from judge_service.judges.rules.reader import Finding
 
 _NEWLINE = re.compile("\n")
 
@@ -60,9 +63,6 @@ class TraceLinks:
     def __init__(self, text: str) -> None:
         self.text = text
         self._line_start_list: list[int] | None = None
-        # Each line's links from the rules judge's walk, until `LineChecks` takes them:
-        # each line is parsed once for the judge and validation, and not kept after.
-        self._found: dict[int, list[Link]] = {}
 
     @classmethod
     def of(cls, trace: Trace) -> TraceLinks:
@@ -76,23 +76,10 @@ class TraceLinks:
         return self._line_start_list
 
     def links(self, line: int) -> list[Link]:
-        """Every checkable link of line `line`, offsets relative to the line. The line is
-        always cut from the trace here, never taken from a caller."""
-        found = self._found.get(line)
-        if found is None:
-            found = self._parse(line)
-            if found:
-                self._found[line] = found
-        return found
-
-    def take(self, line: int) -> list[Link]:
-        """`links(line)`, no longer kept: `LineChecks` keeps what validation needs of each
-        line (a 131k-token trace's 12,851 parsed links with their exact values would hold
-        5.2 MB)."""
-        found = self._found.pop(line, None)
-        return self._parse(line) if found is None else found
-
-    def _parse(self, line: int) -> list[Link]:
+        """Every checkable link of line `line`, offsets relative to the line, parsed now.
+        The line is always cut from the trace here, never taken from a caller. Nothing is
+        kept: `LineChecks` keeps what validation needs of each line (a 131k-token trace's
+        12,851 parsed links with their exact values would hold 5.2 MB)."""
         # The rules judge calls this for every line of a trace (thousands), so the line
         # is cut inline and the checker's module imported once.
         starts = self._line_start_list or self.line_starts()
@@ -119,77 +106,86 @@ _READ_WHOLE = re.compile(
 )
 
 
+_FALSE, _TAINTED, _TRUE = 0, 1, 2  # a link's kind: false, true on an error's value, true
+
+
+class LinkKinds:
+    """The kind of every non-trivial link of a trace, in reading order, with its chars."""
+
+    def __init__(self) -> None:
+        self.kinds: list[int] = []
+        self.lows: list[int] = []
+        self.highs: list[int] = []
+
+    def add(self, base: int, links: list[Link], labels: list[Finding]) -> None:
+        """A line's links (at char `base`) and the reader's findings for them: it labels
+        every non-trivial link, in order, before any sentence of the line."""
+        unsupported = L.UNSUPPORTED
+        real = [link for link in links if not link.trivial]
+        for link, finding in zip(real, labels, strict=False):
+            self.kinds.append(
+                _FALSE if not link.holds else _TAINTED if finding[2] == unsupported else _TRUE
+            )
+            self.lows.append(base + link.left_start)
+            self.highs.append(base + link.right_end)
+
+    @classmethod
+    def walk(cls, trace: Trace) -> LinkKinds:
+        """One walk of the rules judge's reader over the trace's links (no sentences)."""
+        read = cls()
+        links = TraceLinks.of(trace)
+        reader = _rules_judge().new_reader()
+        findings = reader.findings
+        no_sentences: list[tuple[int, int, str]] = []
+        for number, base in enumerate(links.line_starts()):
+            found = links.links(number)
+            if found:
+                before = len(findings)
+                reader.read_line(base, found, no_sentences, iter(()))
+                read.add(base, found, findings[before:])
+        return read
+
+
 class LineChecks:
     """The checker's verdict on each marker line of one trace (see the module docstring),
     built once per trace (`of`) by one walk of the rules judge's reader over the links."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, read: LinkKinds | None = None) -> None:
+        """`read`: the kinds of the trace's links as a walk of the reader found them (the
+        rules judge's own walk, `LinkKinds.add`); without it, this walks the trace."""
         self.trace = trace
         self.line_starts = marker_array(trace)
         n = self.line_starts.shape[0]
-        self.false = np.zeros(n, np.bool_)
-        self.tainted = np.zeros(n, np.bool_)
-        self._true_chars: dict[int, list[tuple[int, int]]] = {}  # line -> true links' chars
-        self._false_text: dict[int, str] = {}  # line -> a false link on it, for the reason
-        self._proven: dict[int, bool] = {}
-        if n:
-            self._walk()
+        if read is None:
+            read = LinkKinds.walk(trace) if n else LinkKinds()
+        # Every non-trivial link: its kind, chars, and first and last marker line.
+        self._kind = np.asarray(read.kinds, np.int64)
+        self._a = np.asarray(read.lows, np.int64)
+        self._b = np.asarray(read.highs, np.int64)
+        self._lo = self._hi = np.zeros(0, np.int64)
+        if self._kind.shape[0]:
+            firsts, ends = trace.tokens_for_char_ranges(self._a, self._b)
+            self._lo = self.line_starts.searchsorted(firsts, side="right") - 1
+            self._hi = self.line_starts.searchsorted(ends - 1, side="right") - 1
+        self.false = self._touched(_FALSE, n)
+        self.tainted = self._touched(_TAINTED, n)
         self._false_count = np.concatenate(([0], np.cumsum(self.false)))
         self._taint_count = np.concatenate(([0], np.cumsum(self.tainted)))
+        self._true_chars: dict[int, list[tuple[int, int]]] | None = None  # on first use
+        self._proven: dict[int, bool] = {}
 
     @classmethod
     def of(cls, trace: Trace) -> LineChecks:
         """The trace's one instance (see `Trace.derived`)."""
         return trace.derived(cls, lambda: cls(trace))
 
-    def _walk(self) -> None:
-        links = TraceLinks.of(self.trace)
-        reader = _rules_judge().new_reader()
-        starts = links.line_starts()
-        no_sentences: list[tuple[int, int, str]] = []
-        false: list[tuple[int, int, str]] = []
-        tainted: list[tuple[int, int]] = []
-        true: list[tuple[int, int]] = []
-        for number, base in enumerate(starts):
-            found = links.take(number)
-            if not found:
-                continue
-            before = len(reader.findings)
-            reader.read_line(base, found, no_sentences, iter(()))
-            labels = iter(reader.findings[before:])
-            for link in found:
-                if link.trivial:
-                    continue
-                finding = next(labels)  # the reader labels every non-trivial link, in order
-                a, b = base + link.left_start, base + link.right_end
-                if not link.holds:
-                    false.append((a, b, link.left_text + " = " + link.right_text))
-                elif finding.label == L.UNSUPPORTED:
-                    tainted.append((a, b))
-                else:
-                    true.append((a, b))
-        for (_a, _b, text), (first, last) in zip(false, self._lines(false), strict=True):
-            self.false[first : last + 1] = True
-            for line in range(first, last + 1):
-                self._false_text.setdefault(line, " ".join(text.split()))
-        for first, last in self._lines(tainted):
-            self.tainted[first : last + 1] = True
-        for (a, b), (first, last) in zip(true, self._lines(true), strict=True):
-            for line in range(first, last + 1):
-                self._true_chars.setdefault(line, []).append((a, b))
-
-    def _lines(
-        self, ranges: list[tuple[int, int]] | list[tuple[int, int, str]]
-    ) -> list[tuple[int, int]]:
-        """The first and last marker line each char range touches."""
-        if not ranges:
-            return []
-        firsts, ends = self.trace.tokens_for_char_ranges(
-            [r[0] for r in ranges], [r[1] for r in ranges]
-        )
-        lo = self.line_starts.searchsorted(firsts, side="right") - 1
-        hi = self.line_starts.searchsorted(ends - 1, side="right") - 1
-        return list(zip(lo.tolist(), hi.tolist(), strict=True))
+    def _touched(self, kind: int, n: int) -> npt.NDArray[np.bool_]:
+        """The marker lines a link of `kind` touches."""
+        mark = np.zeros(n + 1, np.int64)
+        which = self._kind == kind
+        np.add.at(mark, self._lo[which], 1)
+        np.add.at(mark, self._hi[which] + 1, -1)
+        return np.cumsum(mark[:n]) > 0
 
     def lines_of(self, start: int, end: int) -> tuple[int, int]:
         """The first and last marker line of tokens ``[start, end)``."""
@@ -205,7 +201,9 @@ class LineChecks:
         if self._false_count[last + 1] == self._false_count[first]:
             return None
         hit = first + int(np.flatnonzero(self.false[first : last + 1])[0])
-        return self._false_text.get(hit, "a false computation")
+        at = np.flatnonzero((self._kind == _FALSE) & (self._lo <= hit) & (self._hi >= hit))
+        a, b = int(self._a[at[0]]), int(self._b[at[0]])
+        return " ".join(self.trace.text[a:b].split())
 
     def tainted_on(self, start: int, end: int) -> bool:
         first, last = self.lines_of(start, end)
@@ -226,6 +224,14 @@ class LineChecks:
         return known
 
     def _read_whole(self, line: int) -> bool:
+        if self._true_chars is None:  # only an invalid span asks: built on its first ask
+            self._true_chars = {}
+            which = np.flatnonzero(self._kind == _TRUE).tolist()
+            ranges = zip(self._a[which].tolist(), self._b[which].tolist(), strict=True)
+            spread = zip(self._lo[which].tolist(), self._hi[which].tolist(), strict=True)
+            for (a, b), (first, last) in zip(ranges, spread, strict=True):
+                for at in range(first, last + 1):
+                    self._true_chars.setdefault(at, []).append((a, b))
         true = self._true_chars.get(line)
         if not true or self.false[line] or self.tainted[line]:
             return False

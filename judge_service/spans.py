@@ -161,22 +161,40 @@ def unlocked(spans: Sequence[Span], min_confidence: float) -> list[bool]:
     and each such invalid unlocks at most one ``verified_correction`` (one mistake, one
     repair): corrections are matched most confident first, each to the nearest unmatched
     invalid before it. A dependence (``unsupported``) needs no invalid of its own."""
+    return unlocked_columns(
+        [s.start for s in spans],
+        [s.end for s in spans],
+        [s.label for s in spans],
+        [s.confidence for s in spans],
+        min_confidence,
+    )
+
+
+def unlocked_columns(
+    starts: Sequence[int],
+    ends: Sequence[int],
+    labels: Sequence[str],
+    confidences: Sequence[float],
+    min_confidence: float,
+) -> list[bool]:
+    """`unlocked` of spans given as columns (the rules judge's thousands of candidates)."""
     invalid_ends = sorted(
-        s.end for s in spans if s.label == L.INVALID and s.confidence >= min_confidence
+        end
+        for end, label, confidence in zip(ends, labels, confidences, strict=True)
+        if label == L.INVALID and confidence >= min_confidence
     )
-    out = [s.label not in NEEDS_PRIOR_INVALID for s in spans]
+    needs = NEEDS_PRIOR_INVALID
+    out = [label not in needs for label in labels]
+    first = invalid_ends[0] if invalid_ends else None
+    corrections: list[int] = []
+    for k, label in enumerate(labels):
+        if label == L.VERIFIED_CORRECTION:
+            corrections.append(k)
+        elif label in needs:  # a dependence: any scoring invalid before it
+            out[k] = first is not None and first <= starts[k]
     used = [False] * len(invalid_ends)
-    order = sorted(
-        (k for k, s in enumerate(spans) if s.label in NEEDS_PRIOR_INVALID),
-        key=lambda k: (-spans[k].confidence, spans[k].start, k),
-    )
-    for k in order:
-        span = spans[k]
-        before = bisect.bisect_right(invalid_ends, span.start)  # invalids ending by its start
-        if span.label != L.VERIFIED_CORRECTION:
-            out[k] = before > 0
-            continue
-        at = before - 1
+    for k in sorted(corrections, key=lambda k: (-confidences[k], starts[k], k)):
+        at = bisect.bisect_right(invalid_ends, starts[k]) - 1  # invalids ending by its start
         while at >= 0 and used[at]:  # bounded: a submission holds at most max_spans spans
             at -= 1
         if at >= 0:

@@ -56,6 +56,8 @@ def find_links(line: str) -> list[Link]:
     """Every checkable `a = b` link in `line`, in order; a chain `a = b = c` gives two.
     The line is read in its checker form (`forms.checker_form`: words, fullwidth digits),
     which keeps every char's offset."""
+    if not may_claim(line):
+        return []
     read = checker_form(line)
     if "=" not in read or _DIGIT.search(read) is None:
         return []

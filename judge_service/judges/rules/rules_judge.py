@@ -37,9 +37,10 @@ import sympy
 
 from judge_service import labels as L
 from judge_service.errors import ParseError
-from judge_service.grounding import LineChecks, TraceLinks, Verdict, wrong_answer_tokens
+from judge_service.grounding import LineChecks, LinkKinds, TraceLinks, Verdict, wrong_answer_tokens
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.rules.arithmetic import parse_number_expr
+from judge_service.judges.rules.claims import Link
 from judge_service.judges.rules.final_answer import (
     answer_is_wrong,
     answers_match,
@@ -128,7 +129,24 @@ def read_trace(request: JudgeRequest) -> Reading:
     # Near-duplicates are found for the whole trace at once (repetition.py), in the order
     # the lines are then read.
     flags = iter(repeated_sentences([text for *_, found in lines for *_, text in found]))
-    reader.read_lines(lines, links.links, flags)
+    # Where each line's findings begin: its links' labels come first, and validation's
+    # line checks are made of them (one walk of the trace for the judge and validation).
+    marks: list[tuple[int, list[Link], int]] = []
+    starts = links.line_starts()
+    findings = reader.findings
+
+    def links_of(number: int) -> list[Link]:
+        found = links.links(number)
+        if found:
+            marks.append((starts[number], found, len(findings)))
+        return found
+
+    reader.read_lines(lines, links_of, flags)
+    kinds = LinkKinds()
+    for k, (base, found, at) in enumerate(marks):
+        stop = marks[k + 1][2] if k + 1 < len(marks) else len(findings)
+        kinds.add(base, found, findings[at:stop])
+    request.trace.derived(LineChecks, lambda: LineChecks(request.trace, kinds))
     reading = Reading(reader.findings, reader.false_links)
     answer = locate_final_answer(request.trace.text, request.final_answer)
     if answer is None:

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from judge_service.folding import fold
-from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, Span, SpanLimits, unlocked
+from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, SpanLimits, unlocked_columns
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import escape_view_text, marker_array
 
@@ -175,17 +175,14 @@ class _Shaper:
         if not needs.any():
             return rows
         names = self.labels.names
-        spans = [
-            Span(start, end, names[label], -neg, "")
-            for start, end, label, neg in zip(
-                rows.start.tolist(),
-                rows.end.tolist(),
-                rows.label.tolist(),
-                rows.neg_confidence.tolist(),
-                strict=True,
-            )
-        ]
-        return rows.take(np.array(unlocked(spans, self.unlock_confidence), np.bool_))
+        stands = unlocked_columns(
+            rows.start.tolist(),
+            rows.end.tolist(),
+            [names[code] for code in rows.label.tolist()],
+            (-rows.neg_confidence).tolist(),
+            self.unlock_confidence,
+        )
+        return rows.take(np.array(stands, np.bool_))
 
     def region_budget(self, rows: _Rows, budget: int) -> _Rows:
         """Drops the region spans past one shared budget, the least confident first."""
