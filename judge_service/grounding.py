@@ -20,6 +20,7 @@ trusts nobody's submission.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass
@@ -121,13 +122,15 @@ class LinkKinds:
         """A line's links (at char `base`) and the reader's findings for them: it labels
         every non-trivial link, in order, before any sentence of the line."""
         unsupported = L.UNSUPPORTED
-        real = [link for link in links if not link.trivial]
+        kinds, lows, highs = self.kinds, self.lows, self.highs
+        # By index, not name: thousands of links a trace, and a named field costs more.
+        real = [link for link in links if not link[9]]  # not trivial
         for link, finding in zip(real, labels, strict=False):
-            self.kinds.append(
-                _FALSE if not link.holds else _TAINTED if finding[2] == unsupported else _TRUE
+            kinds.append(
+                _FALSE if not link[8] else _TAINTED if finding[2] == unsupported else _TRUE
             )
-            self.lows.append(base + link.left_start)
-            self.highs.append(base + link.right_end)
+            lows.append(base + link[0])  # left_start
+            highs.append(base + link[3])  # right_end
 
     @classmethod
     def walk(cls, trace: Trace) -> LinkKinds:
@@ -171,8 +174,10 @@ class LineChecks:
         self.tainted = self._touched(_TAINTED, n)
         self._false_count = np.concatenate(([0], np.cumsum(self.false)))
         self._taint_count = np.concatenate(([0], np.cumsum(self.tainted)))
+        self.has_false, self.has_taint = bool(self._false_count[-1]), bool(self._taint_count[-1])
         self._true_chars: dict[int, list[tuple[int, int]]] | None = None  # on first use
         self._proven: dict[int, bool] = {}
+        self._line_list: list[int] | None = None
 
     @classmethod
     def of(cls, trace: Trace) -> LineChecks:
@@ -189,11 +194,10 @@ class LineChecks:
 
     def lines_of(self, start: int, end: int) -> tuple[int, int]:
         """The first and last marker line of tokens ``[start, end)``."""
-        starts = self.line_starts
-        return (
-            int(starts.searchsorted(start, side="right")) - 1,
-            int(starts.searchsorted(end - 1, side="right")) - 1,
-        )
+        if self._line_list is None:  # bisect on a list: a fifth of a searchsorted call
+            self._line_list = self.line_starts.tolist()
+        starts = self._line_list
+        return bisect.bisect_right(starts, start) - 1, bisect.bisect_right(starts, end - 1) - 1
 
     def false_on(self, start: int, end: int) -> str | None:
         """A false link on a line that tokens ``[start, end)`` touch (its text), if any."""
@@ -224,6 +228,8 @@ class LineChecks:
         return known
 
     def _read_whole(self, line: int) -> bool:
+        if self.false[line] or self.tainted[line]:
+            return False
         if self._true_chars is None:  # only an invalid span asks: built on its first ask
             self._true_chars = {}
             which = np.flatnonzero(self._kind == _TRUE).tolist()
@@ -233,7 +239,7 @@ class LineChecks:
                 for at in range(first, last + 1):
                     self._true_chars.setdefault(at, []).append((a, b))
         true = self._true_chars.get(line)
-        if not true or self.false[line] or self.tainted[line]:
+        if not true:
             return False
         n = self.trace.num_tokens
         stop = int(self.line_starts[line + 1]) if line + 1 < self.line_starts.shape[0] else n
@@ -258,9 +264,14 @@ class Verdict:
 
 
 def wrong_answer_tokens(trace: Trace, verdict: Verdict | None) -> tuple[int, int] | None:
-    """The tokens of the trace's final answer when the verdict says it is wrong."""
+    """The tokens of the trace's final answer when the verdict says it is wrong (once per
+    trace and verdict: the rules judge and validation both ask)."""
     if verdict is None:
         return None
+    return trace.derived(("wrong answer", verdict), lambda: _wrong_answer(trace, verdict))
+
+
+def _wrong_answer(trace: Trace, verdict: Verdict) -> tuple[int, int] | None:
     from judge_service.judges.rules import final_answer as fa  # see `_claims`
 
     answer = fa.locate_final_answer(trace.text, verdict.final_answer)

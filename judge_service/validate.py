@@ -89,6 +89,11 @@ class _TraceIndex:
                 self._answer_lines = self._checks.lines_of(*answer)
         return self._checks
 
+    @property
+    def wrong_answer(self) -> bool:
+        _ = self.checks
+        return self._answer_lines is not None
+
     def on_wrong_answer(self, start: int, end: int) -> bool:
         first, last = self.checks.lines_of(start, end)
         lines = self._answer_lines
@@ -306,14 +311,17 @@ class Validator:
             return
         if score <= 0:
             return
-        false = ix.checks.false_on(span.start, span.end)
+        checks = ix.checks
+        if not (checks.has_false or checks.has_taint or ix.wrong_answer):
+            return  # a trace the checker finds nothing wrong in: nothing to look up
+        false = checks.false_on(span.start, span.end)
         if false is not None:
             raise _Reject(
                 S.CONTRADICTS_ARITHMETIC,
                 f"a {span.label} span may not touch a line with a false computation: "
                 f"{_cut(false)} does not hold; mark it invalid, and credit lines without it",
             )
-        if ix.checks.tainted_on(span.start, span.end):
+        if checks.tainted_on(span.start, span.end):
             raise _Reject(
                 S.BUILT_ON_ERROR,
                 f"a {span.label} span may not touch a line that computes with the value of an "

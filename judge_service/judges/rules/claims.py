@@ -56,14 +56,12 @@ def find_links(line: str) -> list[Link]:
     """Every checkable `a = b` link in `line`, in order; a chain `a = b = c` gives two.
     The line is read in its checker form (`forms.checker_form`: words, fullwidth digits),
     which keeps every char's offset."""
-    if not may_claim(line):
-        return []
     read = checker_form(line)
     if "=" not in read or _DIGIT.search(read) is None:
         return []
     plain = plain_links(read)
     links = chained(plain if plain is not None else lexed_links(read))
-    if read != line:  # the sides as written ("17 times 4"): the offsets are the same
+    if read is not line:  # the sides as written ("17 times 4"): the offsets are the same
         links = [
             lk._replace(
                 left_text=line[lk.left_start : lk.left_end],
@@ -78,6 +76,8 @@ def chained(links: list[Link]) -> list[Link]:
     """`links` with a chain's bare step that does not hold (the ``= 5`` of ``2 + 2 = 4 =
     5``) made non-trivial: it claims the chain's value is another number, a false
     computation, not a trivial ``4 = 5``."""
+    if len(links) < 2:  # most lines: no chain to read
+        return links
     for k in range(1, len(links)):
         link, before = links[k], links[k - 1]
         steps = link.left_start < before.right_end and not before.trivial

@@ -117,9 +117,11 @@ def _replace(match: re.Match[str]) -> str:
 def checker_form(line: str) -> str:
     """`line` with the spellings above rewritten; the same length, char for char."""
     if not line.isascii():
-        line = line.translate(_TABLE)
+        folded = line.translate(_TABLE)
+        if folded != line:  # else keep the very object: unchanged, and callers can tell
+            line = folded
     if _TRIGGER.search(line) is None:
-        return line
+        return line  # the same object: callers tell an unchanged line by identity
     return _WORDS.sub(_replace, line)
 
 
