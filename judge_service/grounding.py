@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -161,36 +162,41 @@ class LineChecks:
         n = self.line_starts.shape[0]
         if read is None:
             read = LinkKinds.walk(trace) if n else LinkKinds()
-        # Every non-trivial link: its kind, chars, and first and last marker line.
-        self._kind = np.asarray(read.kinds, np.int64)
-        self._a = np.asarray(read.lows, np.int64)
-        self._b = np.asarray(read.highs, np.int64)
-        self._lo = self._hi = np.zeros(0, np.int64)
-        if self._kind.shape[0]:
+        # Every non-trivial link: its kind, chars, and first and last marker line. Plain
+        # lists and sets: most traces are short, and numpy's cost a call is then the most.
+        self._kind, self._a, self._b = read.kinds, read.lows, read.highs
+        self._lo: list[int] = []
+        self._hi: list[int] = []
+        if self._kind and n:
             firsts, ends = trace.tokens_for_char_ranges(self._a, self._b)
-            self._lo = self.line_starts.searchsorted(firsts, side="right") - 1
-            self._hi = self.line_starts.searchsorted(ends - 1, side="right") - 1
-        self.false = self._touched(_FALSE, n)
-        self.tainted = self._touched(_TAINTED, n)
-        self._false_count = np.concatenate(([0], np.cumsum(self.false)))
-        self._taint_count = np.concatenate(([0], np.cumsum(self.tainted)))
-        self.has_false, self.has_taint = bool(self._false_count[-1]), bool(self._taint_count[-1])
+            self._lo = (self.line_starts.searchsorted(firsts, side="right") - 1).tolist()
+            self._hi = (self.line_starts.searchsorted(ends - 1, side="right") - 1).tolist()
+        self.false_lines: set[int] = set()
+        self.tainted_lines: set[int] = set()
+        for kind, lo, hi in zip(self._kind, self._lo, self._hi, strict=True):
+            if kind != _TRUE:
+                (self.false_lines if kind == _FALSE else self.tainted_lines).update(
+                    range(lo, hi + 1)
+                )
+        self.has_false, self.has_taint = bool(self.false_lines), bool(self.tainted_lines)
         self._true_chars: dict[int, list[tuple[int, int]]] | None = None  # on first use
         self._proven: dict[int, bool] = {}
         self._line_list: list[int] | None = None
+
+    def _links(self) -> Iterator[tuple[int, int, int, int, int]]:
+        """Each link's kind, first and last line, and chars."""
+        return zip(self._kind, self._lo, self._hi, self._a, self._b, strict=True)
+
+    def mask(self, lines: set[int]) -> npt.NDArray[np.bool_]:
+        """`lines` (false_lines, tainted_lines) as a mask over the marker lines."""
+        out = np.zeros(self.line_starts.shape[0], np.bool_)
+        out[list(lines)] = True
+        return out
 
     @classmethod
     def of(cls, trace: Trace) -> LineChecks:
         """The trace's one instance (see `Trace.derived`)."""
         return trace.derived(cls, lambda: cls(trace))
-
-    def _touched(self, kind: int, n: int) -> npt.NDArray[np.bool_]:
-        """The marker lines a link of `kind` touches."""
-        mark = np.zeros(n + 1, np.int64)
-        which = self._kind == kind
-        np.add.at(mark, self._lo[which], 1)
-        np.add.at(mark, self._hi[which] + 1, -1)
-        return np.cumsum(mark[:n]) > 0
 
     def lines_of(self, start: int, end: int) -> tuple[int, int]:
         """The first and last marker line of tokens ``[start, end)``."""
@@ -202,16 +208,18 @@ class LineChecks:
     def false_on(self, start: int, end: int) -> str | None:
         """A false link on a line that tokens ``[start, end)`` touch (its text), if any."""
         first, last = self.lines_of(start, end)
-        if self._false_count[last + 1] == self._false_count[first]:
+        hits = self.false_lines
+        hit = next((line for line in range(first, last + 1) if line in hits), None)
+        if hit is None:
             return None
-        hit = first + int(np.flatnonzero(self.false[first : last + 1])[0])
-        at = np.flatnonzero((self._kind == _FALSE) & (self._lo <= hit) & (self._hi >= hit))
-        a, b = int(self._a[at[0]]), int(self._b[at[0]])
-        return " ".join(self.trace.text[a:b].split())
+        for kind, lo, hi, a, b in self._links():
+            if kind == _FALSE and lo <= hit <= hi:
+                return " ".join(self.trace.text[a:b].split())
+        return "a false computation"  # pragma: no cover - every false line has its link
 
     def tainted_on(self, start: int, end: int) -> bool:
         first, last = self.lines_of(start, end)
-        return bool(self._taint_count[last + 1] > self._taint_count[first])
+        return any(line in self.tainted_lines for line in range(first, last + 1))
 
     def proven_true(self, start: int, end: int) -> bool:
         """Whether every line of tokens ``[start, end)`` holds claims the checker proves
@@ -228,16 +236,14 @@ class LineChecks:
         return known
 
     def _read_whole(self, line: int) -> bool:
-        if self.false[line] or self.tainted[line]:
+        if line in self.false_lines or line in self.tainted_lines:
             return False
         if self._true_chars is None:  # only an invalid span asks: built on its first ask
             self._true_chars = {}
-            which = np.flatnonzero(self._kind == _TRUE).tolist()
-            ranges = zip(self._a[which].tolist(), self._b[which].tolist(), strict=True)
-            spread = zip(self._lo[which].tolist(), self._hi[which].tolist(), strict=True)
-            for (a, b), (first, last) in zip(ranges, spread, strict=True):
-                for at in range(first, last + 1):
-                    self._true_chars.setdefault(at, []).append((a, b))
+            for kind, lo, hi, a, b in self._links():
+                if kind == _TRUE:
+                    for at in range(lo, hi + 1):
+                        self._true_chars.setdefault(at, []).append((a, b))
         true = self._true_chars.get(line)
         if not true:
             return False

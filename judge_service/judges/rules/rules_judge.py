@@ -253,7 +253,7 @@ def blocked_lines(request: JudgeRequest) -> npt.NDArray[np.bool_]:
     """The marker lines validation lets no positive span touch (`grounding.LineChecks`):
     a false link, a link built on an error's value, the final answer of a wrong rollout."""
     checks = LineChecks.of(request.trace)
-    blocked = checks.false | checks.tainted
+    blocked = checks.mask(checks.false_lines | checks.tainted_lines)
     verdict = Verdict(request.final_answer, request.reference_answer, request.reward)
     answer = wrong_answer_tokens(request.trace, verdict)
     if answer is not None:
