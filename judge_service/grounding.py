@@ -173,15 +173,27 @@ class LineChecks:
             self._hi = (self.line_starts.searchsorted(ends - 1, side="right") - 1).tolist()
         self.false_lines: set[int] = set()
         self.tainted_lines: set[int] = set()
-        for kind, lo, hi in zip(self._kind, self._lo, self._hi, strict=True):
-            if kind != _TRUE:
-                (self.false_lines if kind == _FALSE else self.tainted_lines).update(
-                    range(lo, hi + 1)
-                )
+        if len(self._kind) > 256:  # thousands of links: whole-array steps pay again
+            kinds = np.asarray(self._kind)
+            self.false_lines = self._touched(kinds == _FALSE, n)
+            self.tainted_lines = self._touched(kinds == _TAINTED, n)
+        else:
+            for kind, lo, hi in zip(self._kind, self._lo, self._hi, strict=True):
+                if kind != _TRUE:
+                    (self.false_lines if kind == _FALSE else self.tainted_lines).update(
+                        range(lo, hi + 1)
+                    )
         self.has_false, self.has_taint = bool(self.false_lines), bool(self.tainted_lines)
         self._true_chars: dict[int, list[tuple[int, int]]] | None = None  # on first use
         self._proven: dict[int, bool] = {}
         self._line_list: list[int] | None = None
+
+    def _touched(self, which: npt.NDArray[np.bool_], n: int) -> set[int]:
+        """The marker lines the links `which` selects touch."""
+        mark = np.zeros(n + 1, np.int64)
+        np.add.at(mark, np.asarray(self._lo)[which], 1)
+        np.add.at(mark, np.asarray(self._hi)[which] + 1, -1)
+        return set(np.flatnonzero(np.cumsum(mark[:n])).tolist())
 
     def _links(self) -> Iterator[tuple[int, int, int, int, int]]:
         """Each link's kind, first and last line, and chars."""

@@ -47,7 +47,8 @@ class JudgingSettings(BaseModel):
     default_min_confidence: float = Field(
         default=0.5,
         description="spans less confident than this give no credit, for a request without "
-        "`options.min_confidence`",
+        "`options.min_confidence`; an `invalid` below it unlocks no `verified_correction` or "
+        "`unsupported` (`no_prior_invalid`)",
     )
 
     @field_validator("allowed_judges", mode="before")
@@ -143,14 +144,15 @@ class LimitSettings(BaseModel):
         default=512,
         ge=1,
         description="the longest span of a point label, i.e. any label but "
-        "`unproductive_repetition` and `neutral` (`span_too_long`)",
+        "`unproductive_repetition` and `neutral`; over half the trace it must also be one "
+        "line (`span_too_long`)",
     )
     max_region_share: float = Field(
         default=0.5,
         gt=0.0,
         le=1.0,
-        description="the largest share of the trace an `unproductive_repetition` or `neutral` "
-        "span may cover (`span_too_long`)",
+        description="the largest share of the trace the `unproductive_repetition` and `neutral` "
+        "spans of one submission may cover together (`span_too_long`)",
     )
 
 
