@@ -76,6 +76,7 @@ class _Labels:
     needs_invalid: Mask
     invalid: Mask
     region: Mask
+    correction: Mask
 
     @classmethod
     def build(
@@ -94,6 +95,7 @@ class _Labels:
             np.array([name in NEEDS_PRIOR_INVALID for name in names], np.bool_),
             np.array([name == INVALID for name in names], np.bool_),
             np.array([name in REGION_LABELS for name in names], np.bool_),
+            np.array([name == "verified_correction" for name in names], np.bool_),
         )
 
     def codes(self, labels: Sequence[str]) -> IntArray:
@@ -174,15 +176,28 @@ class _Shaper:
         needs = self.labels.needs_invalid[rows.label]
         if not needs.any():
             return rows
-        names = self.labels.names
-        stands = unlocked_columns(
-            rows.start.tolist(),
-            rows.end.tolist(),
-            [names[code] for code in rows.label.tolist()],
-            (-rows.neg_confidence).tolist(),
-            self.unlock_confidence,
-        )
-        return rows.take(np.array(stands, np.bool_))
+        # Only invalids and corrections need matching (a handful); the thousands of
+        # dependences a long trace may hold need one scoring invalid before them, a
+        # whole-array test against the first invalid's end.
+        confidence = -rows.neg_confidence
+        invalid = self.labels.invalid[rows.label] & (confidence >= self.unlock_confidence)
+        first_end = int(rows.end[invalid].min()) if invalid.any() else None
+        keep = ~needs
+        if first_end is not None:
+            keep |= needs & (rows.start >= first_end)
+        correction = self.labels.correction[rows.label]
+        matched = np.flatnonzero(invalid | correction)
+        if correction.any():
+            names = self.labels.names
+            stands = unlocked_columns(
+                rows.start[matched].tolist(),
+                rows.end[matched].tolist(),
+                [names[code] for code in rows.label[matched].tolist()],
+                confidence[matched].tolist(),
+                self.unlock_confidence,
+            )
+            keep[matched] = np.array(stands, np.bool_) | ~correction[matched] & keep[matched]
+        return rows.take(keep)
 
     def region_budget(self, rows: _Rows, budget: int) -> _Rows:
         """Drops the region spans past one shared budget, the least confident first."""
