@@ -155,7 +155,7 @@ def as_int(value: object) -> int | None:
 
 
 def unlocked(spans: Sequence[Span], min_confidence: float) -> list[bool]:
-    """Which of `spans` (disjoint) stand on an error (docs/design.md "Span validation",
+    """Which of `spans` (disjoint) stand on an error (README "What a span must show: validation",
     structure): every span but a ``verified_correction`` or ``unsupported`` does; those
     need an ``invalid`` that ends before them and scores (confidence >= `min_confidence`),
     and each such invalid unlocks at most one ``verified_correction`` (one mistake, one

@@ -1,4 +1,4 @@
-"""Checking a judge's spans against the trace (docs/design.md "Span validation").
+"""Checking a judge's spans against the trace (README "What a span must show: validation").
 
 The judge is untrusted: a span becomes credit only when its evidence
 *anchors* it and the exact checker does not contradict it. In order, for each
