@@ -179,6 +179,16 @@ CASES: list[tuple[str, Expected]] = [
     ("2 + 2 = 4 = 5", [("2 + 2", "4", True), ("4", "5", False)]),
     ("17 divided by 5 is 3 remainder 2", []),
     ("The answer is 408", []),
+    # After an "=" in its clause a word goes on from the result: not a chain.
+    (
+        "So 17 × 4 = 68 gives 68 + 340 = 408.",
+        [("17 × 4", "68", True), ("68 + 340", "408", True)],
+    ),
+    ("17 × 4 = 68 plus 4 = 72", []),  # "68 plus 4" may go on: all unread
+    (
+        "17 × 4 = 68, and 68 plus 340 is 408.",
+        [("17 × 4", "68", True), ("68 plus 340", "408", True)],
+    ),
     ("3 is 2 more than 1", []),
     # Variables, functions and words: skipped, never partially read.
     ("3x - 5 = 7", []),

@@ -20,7 +20,8 @@ sign after), so that prose keeps its meaning:
   as its ASCII digit, fullwidth ASCII (``＝``, ``＋``) as ASCII, the ideographic space
   as a space, the figure dash, small and heavy minus as ``-``, ``✕ ✖`` as ``×``.
 
-Superscripts are left alone (the lexer reads ``3²``); anything the checker then
+A word after an ``=`` in the same clause stays a word (it goes on from a result
+already given). Superscripts are left alone (the lexer reads ``3²``); anything the checker then
 cannot read stays unread, never guessed: the rewritten line goes through the same
 conservative reading as any other (a number beside a word is no operand).
 """
@@ -107,11 +108,22 @@ def _replace(match: re.Match[str]) -> str:
         if text[at - 1] == "0" and (at < 2 or not (text[at - 2].isdigit() or text[at - 2] == ".")):
             return match.group()
         return "×"
+    if _after_equals(match.string, match.start()):
+        return match.group()
     if match.group("of") is not None:
         return match.group("of_space") + "× "
     space, word = match.group("space"), match.group("word")
     symbol = _OPERATORS.get(word.lower(), "=")
     return space + symbol + " " * (len(word) - 1)
+
+
+def _after_equals(text: str, at: int) -> bool:
+    """Whether an ``=`` stands earlier in the clause of position `at`. There a word goes on
+    from a result already given ("17 × 4 = 68 gives 68 + 340 = 408" is two true claims,
+    not the chain "68 = 68 + 340"), so it is left a word: the claim stays unread, never
+    misread."""
+    start = max(text.rfind(mark, 0, at) for mark in (",", ";", ":", "(", ". "))
+    return "=" in text[start + 1 : at]
 
 
 def checker_form(line: str) -> str:
