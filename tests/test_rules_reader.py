@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - an install without a C compiler
         raise
     pytest.skip("the compiled reader is not built here", allow_module_level=True)
 
-STATE = ("findings", "false_links", "errors", "tainted", "tainted_numbers", "claims", "rechecks")
+STATE = ("findings", "errors", "tainted", "tainted_numbers", "claims", "rechecks")
 
 
 def read(cls: Any, text: str) -> Any:

@@ -134,7 +134,6 @@ cdef class Reader:
     """`reader.PythonReader`: its attributes, its `read_lines` and `read_line`."""
 
     cdef readonly list findings
-    cdef readonly list false_links
     cdef readonly dict errors
     cdef readonly set tainted
     cdef readonly set tainted_numbers
@@ -143,7 +142,6 @@ cdef class Reader:
 
     def __init__(self):
         self.findings = []
-        self.false_links = []
         self.errors = {}
         self.tainted = set()
         self.tainted_numbers = set()
@@ -224,8 +222,6 @@ cdef class Reader:
             previous_end = right_end
             if not chained:
                 sides = [link[4]]
-            if not link[8] and not link[9]:
-                self.false_links.append((base + left_start, base + right_end))
             if not link[9]:
                 label = self._judge_link(link, sides)
                 found.append(

@@ -67,7 +67,6 @@ class Finding(NamedTuple):
 @dataclass
 class Reading:
     findings: list[Finding]
-    false_links: list[tuple[int, int]]  # char ranges of every false link (for grounding)
 
 
 def python_numbers(text: str) -> list[str]:
@@ -125,7 +124,6 @@ class PythonReader:
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []
-        self.false_links: list[tuple[int, int]] = []  # char ranges (for grounding)
         # Unrepaired false claims: the value of their left side -> the wrong values given.
         self.errors: dict[sympy.Expr | int, list[sympy.Expr | int]] = {}
         self.tainted: set[sympy.Expr | int] = set()
@@ -210,8 +208,6 @@ class PythonReader:
             start = previous_end if chained else link.left_start
             previous_end = link.right_end
             sides = sides if chained else [link.left_text]
-            if not link.holds and not link.trivial:
-                self.false_links.append((base + link.left_start, base + link.right_end))
             if not link.trivial:
                 label = self._judge_link(link, sides)
                 found.append(Finding(base + start, base + link.right_end, label, CONFIDENCE[label]))

@@ -147,7 +147,7 @@ def read_trace(request: JudgeRequest) -> Reading:
         stop = marks[k + 1][2] if k + 1 < len(marks) else len(findings)
         kinds.add(base, found, findings[at:stop])
     request.trace.derived(LineChecks, lambda: LineChecks(request.trace, kinds))
-    reading = Reading(reader.findings, reader.false_links)
+    reading = Reading(reader.findings)
     answer = locate_final_answer(request.trace.text, request.final_answer)
     if answer is None:
         return reading
