@@ -142,10 +142,11 @@ def test_wrong_answers_come_from_the_group(probed: dict[str, Any]) -> None:
 def test_gate_uses_the_cut_before_the_answer(probed: dict[str, Any]) -> None:
     records = list(probed["records"].values())
     checked = gate(records, 0.9)
-    assert checked["cut"] == "before_answer"
+    assert checked["cut"] == "before_first_answer"
     values = []
     for r in records:
-        values.append(r["values"]["reference"][r["cuts"].index(r["answer_cut"])])
+        assert r["gate_cut"] <= r["answer_cut"]
+        values.append(r["values"]["reference"][r["cuts"].index(r["gate_cut"])])
     assert sorted(checked["final_values"]["correct"] + checked["final_values"]["wrong"]) == (
         pytest.approx(sorted(values), abs=1e-6)
     )
@@ -209,7 +210,7 @@ def test_end_of_trace_auroc_is_reported_but_not_gated_on() -> None:
     checked = gate(records, 0.9)
     assert checked["auroc_end"] == 1.0
     assert checked["auroc"] < 0.9 and checked["passed"] is False
-    assert "before the final answer" in checked["reason"]
+    assert "before the answer block only" in checked["reason"]  # records without gate_cut
 
 
 def test_effects_without_answer_spans_drop_the_copying_step() -> None:
@@ -241,7 +242,19 @@ def test_credit_shares_and_lock_in() -> None:
         "spans": spans,
     }
     assert lock_cut(record, 0.9) == 5
-    assert lock_cut({**record, "correct": None}, 0.9) is None
+    # The default is the right answer (the reference), whatever the verdict; the trace's own
+    # answer is an option, and a trace without a verdict has none.
+    assert lock_cut({**record, "correct": None}, 0.9) == 5
+    assert lock_cut({**record, "correct": None}, 0.9, "final") is None
+    wrong = {
+        **record,
+        "correct": False,
+        "answers": {"wrong_source": "final_answer"},
+        "answer_tokens": {"reference": 2, "wrong": 2},
+        "values": {"reference": [-3.0, -2.0, -2.0, -2.0], "wrong": [-3.0, -0.01, -0.01, -0.01]},
+    }
+    assert lock_cut(wrong, 0.9) is None  # never near the right answer
+    assert lock_cut(wrong, 0.9, "final") == 5  # locked in on its own wrong answer
     shares = credit_shares([record], 0.9)
     # |credit| mass: 10 + 5 = 15; after cut 5: 5·1 + 10·0.5 = 10; on the final span: 5.
     assert shares["share_after_lockin"] == pytest.approx(10 / 15)

@@ -204,7 +204,8 @@ def test_probe_maps_a_different_policy_tokenizer(files: dict[str, Any], bpe_dir:
     record = json.loads(out.read_text())
     assert record["mapped_tokenizer"] is True
     # Cuts stay in the policy's tokens: the span's, the ends, and the one before the answer.
-    assert record["cuts"] == sorted({0, 3, len(ids) - 2, len(ids), record["answer_cut"]})
+    expected = {0, 3, len(ids) - 2, len(ids), record["answer_cut"], record["gate_cut"]}
+    assert record["cuts"] == sorted(expected)
     assert 3 < record["answer_cut"] < len(ids)
     assert set(record["values"]) == {"reference"}  # no group, no wrong answer of its own
 
@@ -233,7 +234,13 @@ def test_lockin_command(files: dict[str, Any]) -> None:
     assert all(0 <= p <= 1 for p in ok["probability"])
     # A random tiny model never reaches 0.9: nothing locks in.
     assert ok["locked_at"] is None and ok["tokens_after_lockin"] == 0
-    assert records["bad"]["answer"] == "418"
+    # Lock-in is on the right answer (the reference) unless --answer final says otherwise.
+    assert records["bad"]["answer"] == "408" and records["bad"]["answer_source"] == "reference"
+    own = files["folder"] / "lockin-own.jsonl"
+    args = ["lockin", str(files["rollouts"]), "--model", str(files["model"]), "-o", str(own)]
+    assert main([*args, "--every", "8", "--no-progress", "--answer", "final"]) == 0
+    by_id = {r["id"]: r for r in map(json.loads, own.read_text().splitlines())}
+    assert by_id["bad"]["answer"] == "418" and by_id["bad"]["answer_source"] == "final"
     summary = json.loads(out.with_suffix(".summary.json").read_text())
     assert summary["n_traces"] == 5 and summary["n_locked"] == 0
 

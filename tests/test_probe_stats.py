@@ -13,9 +13,9 @@ from judge_service.probe.audit import AuditSettings, gate, group_kinds, run_audi
 from judge_service.probe.stats import (
     SlopeData,
     auroc,
-    bootstrap_slope_ci,
     cluster_mean_ci,
     permutation_p_value,
+    wild_cluster_ci,
     within_slope,
 )
 
@@ -46,7 +46,7 @@ def test_recovers_a_known_slope_with_a_ci_that_covers_it() -> None:
     data, arr = synthetic(np.random.default_rng(0), slope=0.3)
     beta = within_slope(data)
     assert beta == pytest.approx(0.3, abs=0.06)
-    low, high = bootstrap_slope_ci(data, reps=400, seed=1)
+    low, high = wild_cluster_ci(data, reps=400, seed=1)
     assert low < 0.3 < high
     assert low > 0.1  # and it excludes zero
     assert permutation_p_value(data, permutations=999, seed=2) == pytest.approx(1 / 1000)
@@ -212,3 +212,59 @@ def test_audit_cli_writes_report_and_exits_by_validity(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     assert main(argv) == 1
     assert "INVALID AUDIT" in report.read_text()
+
+
+def _null_structure(
+    rng: np.random.Generator, problems: int, per_problem: int, spans: tuple[int, int]
+) -> tuple[SlopeData, np.ndarray, list[dict[str, Any]]]:
+    """Spans of `problems` × `per_problem` traces whose progress does not depend on the score:
+    a problem effect, a trace effect, a problem-specific pull of position, heavy tails."""
+    rows, dicts = [], []
+    for p in range(problems):
+        problem_effect, pull = rng.normal(0, 1), rng.normal(0.5, 0.5)
+        for j in range(per_problem):
+            trace = p * per_problem + j
+            effect = problem_effect + rng.normal(0, 1)
+            k = int(rng.integers(*spans))
+            position = np.sort(rng.uniform(0, 1, k))
+            score = rng.choice([-1.0, -0.5, 0.5, 1.0], k)
+            length = rng.integers(5, 100, k)
+            y = effect + pull * position + rng.standard_t(3, k) * 0.5
+            for s, q, n, v in zip(score, position, length, y, strict=True):
+                rows.append((p, trace, s, q, np.log(n), v))
+                dicts.append(
+                    {
+                        "trace": f"t{trace}", "problem": f"p{p}", "score": float(s),
+                        "position": float(q), "length": int(n), "progress": float(v),
+                    }
+                )  # fmt: skip
+    arr = np.array(rows)
+    data = SlopeData.build(arr[:, 5], arr[:, 2], arr[:, 1].astype(int), arr[:, 3:5])
+    return data, arr[:, 0].astype(int), dicts
+
+
+def test_the_problem_clustered_ci_covers_a_null_slope_95_percent_of_the_time() -> None:
+    # 64 traces in 16 problems of 4 (the bundled samples' shape), 1-6 spans each.
+    rng = np.random.default_rng(7)
+    runs = 1000
+    covered = 0
+    for k in range(runs):
+        data, problems, _ = _null_structure(rng, 16, 4, (1, 7))
+        low, high = wild_cluster_ci(data, reps=999, seed=k, clusters=problems)
+        covered += low <= 0.0 <= high
+    assert 0.93 <= covered / runs <= 0.97
+
+
+def test_no_ci_is_printed_when_few_traces_carry_within_trace_contrast() -> None:
+    from judge_service.probe.audit import effect
+
+    # 10 traces, 3 of them with two or more spans: the README's clean effect of audit v2.
+    rng = np.random.default_rng(8)
+    _, _, rows = _null_structure(rng, 10, 1, (1, 2))
+    extra = [dict(r, trace=f"t{k}", score=-r["score"]) for k, r in enumerate(rows[:3])]
+    extra += [dict(r, trace=f"t{k}", position=0.5) for k, r in enumerate(rows[3:6])]
+    out = effect(rows + extra, "progress", AuditSettings(permutations=199, bootstrap=200))
+    assert out["n_traces"] == 10 and out["n_contrast_traces"] == 3
+    assert out["ci"] == [None, None]
+    assert "only 3 traces have two or more spans" in out["ci_note"]
+    assert out["slope"] is not None and out["p_value"] is not None  # still estimated and tested

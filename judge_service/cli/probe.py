@@ -47,6 +47,12 @@ def register(subparsers: Any) -> None:
         default=0.9,
         help="--compare: probe probability at which a trace counts as locked in",
     )
+    audit.add_argument(
+        "--lockin-answer",
+        choices=["reference", "final"],
+        default="reference",
+        help="--compare: the answer that locks in: the reference (default) or the trace's own",
+    )
     audit.add_argument("-o", "--output", type=Path, required=True, help="HTML report")
     audit.add_argument("--json", type=Path, help="JSON summary (default: the report's .json)")
     audit.add_argument(
@@ -68,7 +74,12 @@ def register(subparsers: Any) -> None:
     lockin.add_argument("-o", "--output", type=Path, required=True, help="lock-in records JSONL")
     lockin.add_argument("--every", type=int, default=4096, help="probe every N tokens")
     lockin.add_argument("--threshold", type=float, default=0.9, help="answer probability")
-    lockin.add_argument("--answer", choices=["final", "reference"], default="final")
+    lockin.add_argument(
+        "--answer",
+        choices=["reference", "final"],
+        default="reference",
+        help="which answer locks in: the reference (the right answer; default) or the trace's own",
+    )
     lockin.set_defaults(func=run_lockin)
 
 
@@ -214,7 +225,7 @@ def run_compare(args: argparse.Namespace) -> int:
         return 2
     settings = AuditSettings(args.auroc_threshold, args.permutations, args.bootstrap, args.seed)
     runs = {name: list(read_jsonl(path)) for name, path in paths.items()}
-    summary = compare_runs(runs, settings, args.lockin_threshold)
+    summary = compare_runs(runs, settings, args.lockin_threshold, args.lockin_answer)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(render_compare(summary), encoding="utf-8")
     json_path = args.json or args.output.with_suffix(".json")
@@ -222,8 +233,9 @@ def run_compare(args: argparse.Namespace) -> int:
     for name, run in summary["runs"].items():
         slope, clean = run["slope"], run["slope_clean"]
         print(
-            f"{name}: slope {slope['slope']} {slope['ci']} p {slope['p_value']}; clean "
-            f"{clean['slope']} {clean['ci']} p {clean['p_value']}; after lock-in "
+            f"{name}: slope {slope['slope']} {slope['ci']} p {slope['p_value']} (Holm "
+            f"{slope['p_holm']}); clean {clean['slope']} {clean['ci']} p {clean['p_value']} "
+            f"(Holm {clean['p_holm']}); after lock-in "
             f"{run['share_after_lockin']}; on final answer {run['share_on_final_answer']}",
             file=sys.stderr,
         )
@@ -237,11 +249,13 @@ def _headline(summary: dict[str, Any]) -> str:
     verdict = "VALID" if summary["valid"] else f"INVALID ({summary['invalid_reason']})"
     clean = summary["effects_clean"]["reference"]
     return (
-        f"audit {verdict}: gate AUROC {gate['auroc']} at cut {gate.get('cut')} (end of trace: "
+        f"audit {verdict}: gate AUROC {gate['auroc']} {gate.get('ci')} at cut {gate.get('cut')} "
+        f"(n = {gate.get('n')}, {gate.get('n_excluded', 0)} left out; end of trace: "
         f"{gate.get('auroc_end')}; {gate['n_correct']} correct, "
         f"{gate['n_wrong']} wrong); clean slope {clean['slope']} {clean['ci']} p "
-        f"{clean['p_value']}; slope {ref['slope']} per score point, 95% CI {ref['ci']}, "
-        f"p {ref['p_value']} over {ref['n_spans']} spans in {ref['n_traces']} traces"
+        f"{clean['p_value']} (Holm {clean.get('p_holm')}); slope {ref['slope']} per score "
+        f"point, 95% CI {ref['ci']}, p {ref['p_value']} (Holm {ref.get('p_holm')}) over "
+        f"{ref['n_spans']} spans in {ref['n_traces']} traces"
     )
 
 

@@ -4,13 +4,16 @@ A run is the probe of one credit source's spans (rules, value, an LLM judge, or
 CSCR / CoRT weights turned into spans) over the same rollouts. Per run:
 
 * the probe-progress slope per unit of credit (a span's ``score``), within
-  traces, position and length held fixed, with a bootstrap CI over traces and a
-  permutation p: over all spans, and over the spans that neither overlap the
-  final answer nor mention the reference or wrong answer string;
+  traces, position and length held fixed, with a wild cluster bootstrap CI over
+  problems (none below 20 traces with two or more spans), a permutation p and its
+  Holm adjustment over every slope the comparison prints: over all spans, and
+  over the spans that neither overlap the final answer nor mention the reference
+  or wrong answer string;
 * the share of credit mass (|score| × tokens) on tokens written after lock-in:
-  the first cut from which the trace's own final answer (the reference for a
-  trace that ended correct, its wrong answer for one that ended wrong) has probe
-  probability at least `lockin_threshold` at every later cut;
+  the first cut from which the reference (the right answer, lockin.py) has probe
+  probability at least `lockin_threshold` at every later cut (``lockin_answer=
+  "final"``: the trace's own final answer, the wrong one for a trace that ended
+  wrong);
 * the credit on the final-answer spans against the rest: their share of the
   credit mass, and the mean credit per token on each side.
 
@@ -27,14 +30,21 @@ from typing import Any
 
 import numpy as np
 
-from judge_service.probe.audit import AuditSettings, _finite, _span_rows, effect, is_answer_span
+from judge_service.probe.audit import (
+    AuditSettings,
+    _finite,
+    _span_rows,
+    adjust_holm,
+    effect,
+    is_answer_span,
+)
 from judge_service.probe.lockin import lock_in_index
 
 
-def lock_cut(record: dict[str, Any], threshold: float) -> int | None:
-    """The lock-in cut of a probe record, or None (never locked in, or no own answer)."""
+def lock_cut(record: dict[str, Any], threshold: float, answer: str = "reference") -> int | None:
+    """The lock-in cut of a probe record, or None (never locked in, or no such answer)."""
     answers = record.get("answers") or {}
-    if record.get("correct") is True:
+    if answer == "reference" or record.get("correct") is True:
         name = "reference"
     elif record.get("correct") is False and answers.get("wrong_source") == "final_answer":
         name = "wrong"
@@ -49,13 +59,15 @@ def lock_cut(record: dict[str, Any], threshold: float) -> int | None:
     return None if index is None else int(record["cuts"][index])
 
 
-def credit_shares(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
+def credit_shares(
+    records: Sequence[dict[str, Any]], threshold: float, answer: str = "reference"
+) -> dict[str, Any]:
     """Credit mass after lock-in and on final-answer spans, and mean credit per token."""
     total = after = final_mass = 0.0
     final_credit = final_tokens = rest_credit = rest_tokens = 0.0
     locked = 0
     for record in records:
-        cut = lock_cut(record, threshold)
+        cut = lock_cut(record, threshold, answer)
         locked += cut is not None
         for span in record.get("spans") or []:
             length = int(span["end"]) - int(span["start"])
@@ -84,6 +96,7 @@ def compare_runs(
     runs: Mapping[str, Sequence[dict[str, Any]]],
     settings: AuditSettings | None = None,
     lockin_threshold: float = 0.9,
+    lockin_answer: str = "reference",
 ) -> dict[str, Any]:
     """The comparison summary: one entry per run name, in the order given."""
     settings = settings or AuditSettings()
@@ -98,15 +111,20 @@ def compare_runs(
             "slope": effect(rows, "progress", settings),
             "slope_clean": effect([r for r in rows if not is_answer_span(r)], "progress", settings),
             "slope_relative": effect(rows, "progress_rel", settings),
-            **credit_shares(records, lockin_threshold),
+            **credit_shares(records, lockin_threshold, lockin_answer),
         }
         sd = out[name]["score_sd"]
         slope = out[name]["slope"]["slope"]
         # Per SD of the source's credit: comparable across sources with different units.
         out[name]["slope_per_sd"] = _finite(slope * sd) if slope is not None and sd else None
+    # One family: every slope the comparison prints, over all sources.
+    adjust_holm(
+        [run[key] for run in out.values() for key in ("slope", "slope_clean", "slope_relative")]
+    )
     return {
         "runs": out,
         "lockin_threshold": lockin_threshold,
+        "lockin_answer": lockin_answer,
         "settings": {
             "permutations": settings.permutations,
             "bootstrap": settings.bootstrap,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from judge_service.probe.report import _STYLE, _ci, _figure, _num, _table
+from judge_service.probe.report import _STYLE, _effect_ci, _figure, _num, _table
 from judge_service.probe.svg import interval_plot
 
 
@@ -16,7 +16,9 @@ def render_compare(summary: dict[str, Any]) -> str:
         f"<style>{_STYLE}</style></head><body><h1>Credit sources compared with the probe</h1>",
         "<p>Each run is the probe of one credit source's spans over the same rollouts. Slope: "
         "probe progress toward the reference per unit of credit, within traces, position and "
-        "length held fixed (95% bootstrap CI over traces, permutation p). <i>Clean</i>: without "
+        "length held fixed (95% wild cluster bootstrap CI over problems, none with fewer than 20 "
+        "traces of two or more spans; permutation p, and Holm-adjusted over every slope "
+        "here). <i>Clean</i>: without "
         "spans that overlap the final answer or mention the reference or wrong answer. Credit "
         "units differ between sources; <i>per SD</i> multiplies the slope by the SD of the "
         "source's credit.</p>",
@@ -28,11 +30,13 @@ def render_compare(summary: dict[str, Any]) -> str:
                 escape(name),
                 str(run["n_spans"]),
                 _num(run["slope"]["slope"]),
-                _ci(run["slope"]["ci"]),
+                _effect_ci(run["slope"]),
                 _num(run["slope"]["p_value"], 4),
+                _num(run["slope"].get("p_holm"), 4),
                 _num(run["slope_clean"]["slope"]),
-                _ci(run["slope_clean"]["ci"]),
+                _effect_ci(run["slope_clean"]),
                 _num(run["slope_clean"]["p_value"], 4),
+                _num(run["slope_clean"].get("p_holm"), 4),
                 _num(run.get("slope_per_sd")),
                 _num(run["share_after_lockin"]),
                 _num(run["share_on_final_answer"]),
@@ -48,9 +52,11 @@ def render_compare(summary: dict[str, Any]) -> str:
                 "slope",
                 "95% CI",
                 "p",
+                "p (Holm)",
                 "slope, clean",
                 "95% CI",
                 "p",
+                "p (Holm)",
                 "slope per SD",
                 "credit after lock-in",
                 "credit on final answer",
@@ -69,7 +75,7 @@ def render_compare(summary: dict[str, Any]) -> str:
         parts.append(
             _figure(
                 interval_plot(points, f"Probe progress per unit of credit, {title}", "slope"),
-                "Dots: within-trace slope; bars: 95% bootstrap CI over traces.",
+                "Dots: within-trace slope; bars: 95% wild cluster bootstrap CI over problems.",
             )
         )
     shares = [

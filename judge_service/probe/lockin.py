@@ -1,11 +1,15 @@
 """Lock-in: where a trace already had the answer it ends with.
 
-The trace is probed every N tokens (and at its start and end) for its own final
-answer. It is locked in at the first cut from which the answer's probability
-(all its tokens in sequence, after the forced ending) is at least the threshold
-(0.9) at that cut and at every later one. The tokens written after lock-in were
-spent on an answer the model already had; summed over a run they compare two
-policies (same problems, same probe) by how much they write past that point.
+The trace is probed every N tokens (and at its start and end) for the **right**
+answer (the reference), as the blog that defines lock-in does: the trace is locked
+in at the first cut from which the reference's probability (all its tokens in
+sequence, after the forced ending) is at least the threshold (0.9) at that cut and
+at every later one. The tokens written after lock-in were spent on an answer the
+model already had; summed over a run they compare two policies (same problems,
+same probe) by how much they write past that point. ``answer="final"`` probes the
+trace's own final answer instead (where a trace settled, right or wrong); it is an
+option, not the default, because a wrong trace "locked in" on its own wrong answer
+says nothing about credit on the way to the right one.
 """
 
 from __future__ import annotations
@@ -47,10 +51,10 @@ def lockin_rollout(
     *,
     every: int = 4096,
     threshold: float = 0.9,
-    answer: str = "final",
+    answer: str = "reference",
     chunk_size: int = 1024,
 ) -> dict[str, Any]:
-    """The lock-in record of one rollout (``answer``: its ``final`` answer or the ``reference``)."""
+    """The lock-in record of one rollout (``answer``: the ``reference``, or its ``final``)."""
     aligned = aligner.align(rollout)
     total = aligned.trace.num_tokens
     target = (

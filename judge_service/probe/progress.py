@@ -15,8 +15,10 @@ version used reference + 10, the very error the template generator injected,
 so judge, data and distractor shared one generator).
 
 Audit v2 adds, per record, ``answer_cut``: the last cut before the trace starts
-writing its final answer (answer_cut.py), probed like any other cut, which the
-gate reads; and per span ``overlaps_final`` (it ends after that cut) and
+writing its final answer block (answer_cut.py), and ``gate_cut``: the last cut
+before the trace first writes its final answer or the reference, which the gate
+reads (0: the answer comes before any reasoning, and the gate leaves the trace
+out). Both are probed like any other cut. Per span ``overlaps_final`` (it ends after that cut) and
 ``mentions_answer`` (its text holds the reference or the wrong answer), so the
 effects can be reported without the spans where copying moves the probe.
 """
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from judge_service.probe.alignment import Aligner
-from judge_service.probe.answer_cut import char_to_cut, final_answer_start, mentions
+from judge_service.probe.answer_cut import char_to_cut, final_answer_start, gate_start, mentions
 from judge_service.probe.endings import EncodedSuffix, EndingPair, encode_suffix
 from judge_service.trace.boxed import last_boxed
 
@@ -128,6 +130,9 @@ def probe_rollout(
     wrong, wrong_source = wrong_answer(reference, final, correct, group_wrong)
     found = final_answer_start(aligned.trace.text, final) if final else None
     answer_cut = None if found is None else char_to_cut(aligned.trace.offsets, found[0])
+    # The gate reads before the answer is first written, final or reference (answer_cut.py).
+    first = gate_start(aligned.trace.text, final, reference) if final else None
+    gate_cut = None if first is None else char_to_cut(aligned.trace.offsets, first[0])
 
     names: list[str] = []
     suffixes: list[EncodedSuffix] = []
@@ -142,8 +147,7 @@ def probe_rollout(
 
     spans = [s for s in result.get("spans") or [] if 0 <= int(s["start"]) < int(s["end"]) <= total]
     cuts = sorted({0, total, *(int(s["start"]) for s in spans), *(int(s["end"]) for s in spans)})
-    if answer_cut is not None:
-        cuts = sorted({*cuts, answer_cut})
+    cuts = sorted({*cuts, *(c for c in (answer_cut, gate_cut) if c is not None)})
     scores = scorer.score_cuts(
         aligned.context_ids,
         [aligned.context_cut(c) for c in cuts],
@@ -206,6 +210,8 @@ def probe_rollout(
         },
         "answer_cut": answer_cut,  # the last cut before the final answer (None: no answer)
         "answer_rule": None if found is None else found[1],
+        "gate_cut": gate_cut,  # before the first occurrence of the final or reference answer
+        "gate_rule": None if first is None else first[1],
         "cuts": cuts,
         "values": {name: _round(v) for name, v in value.items()},
         "spans": span_records,

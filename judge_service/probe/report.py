@@ -38,6 +38,15 @@ def _ci(pair: Sequence[Any]) -> str:
     return f"[{_num(pair[0])}, {_num(pair[1])}]"
 
 
+def _effect_ci(effect: dict[str, Any]) -> str:
+    """The effect's CI, or why it has none (too few traces with within-trace contrast)."""
+    if effect.get("ci_note") and effect.get("slope") is not None:
+        note = escape(str(effect["ci_note"]))
+        few = effect.get("n_contrast_traces")
+        return f"<span title='{note}'>no CI ({few} traces with 2+ spans)</span>"
+    return _ci(effect.get("ci", [None, None]))
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
@@ -49,15 +58,25 @@ def _effects_table(effects: dict[str, dict[str, Any]], names: dict[str, str]) ->
         [
             escape(names.get(key, key)),
             _num(e.get("slope")),
-            _ci(e.get("ci", [None, None])),
+            _effect_ci(e),
             _num(e.get("p_value"), 4),
+            _num(e.get("p_holm"), 4),
             str(e.get("n_spans")),
             str(e.get("n_traces")),
         ]
         for key, e in effects.items()
     ]
     return _table(
-        ["outcome", "slope per score point", "95% CI", "p (permutation)", "spans", "traces"], rows
+        [
+            "outcome",
+            "slope per score point",
+            "95% CI",
+            "p (permutation)",
+            "p (Holm)",
+            "spans",
+            "traces",
+        ],
+        rows,
     )
 
 
@@ -88,7 +107,8 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
     if summary["valid"]:
         parts.append(
             f"<div class='good'><b>Valid.</b> The probe tells finished correct traces from wrong "
-            f"ones (AUROC {_num(gate['auroc'])} ≥ {gate['threshold']}).</div>"
+            f"ones (AUROC {_num(gate['auroc'])}, 95% CI {_ci(gate.get('ci') or [None, None])}: "
+            f"its lower bound ≥ {gate['threshold']}).</div>"
         )
     else:
         parts.append(
@@ -97,14 +117,18 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
         )
 
     parts.append("<h2>Sanity gate</h2>")
-    where = (
-        "just before the trace writes its final answer"
-        if gate.get("cut") == "before_answer"
-        else "at the end of the trace (probe records without an answer cut)"
-    )
+    where = {
+        "before_first_answer": "just before the trace first writes its final answer or the "
+        "reference",
+        "before_answer_block": "just before the trace's final answer block (probe records "
+        "without a gate cut: the answer may already be written in an earlier step)",
+    }.get(str(gate.get("cut")), "at the end of the trace (probe records without an answer cut)")
     parts.append(
-        f"<p>AUROC {_num(gate['auroc'])} over {gate['n_correct']} correct and {gate['n_wrong']} "
-        f"wrong finished traces (probe value of the reference answer {where}). At the end of "
+        f"<p>AUROC {_num(gate['auroc'])}, 95% CI {_ci(gate.get('ci') or [None, None])} over "
+        f"problems, over {gate['n_correct']} correct and {gate['n_wrong']} "
+        f"wrong finished traces (probe value of the reference answer {where}); "
+        f"{gate.get('n_excluded', 0)} traces left out because they write the answer before "
+        f"any token. The gate passes on the CI's lower bound. At the end of "
         f"the trace, where the answer is already written and the probe measures copying: "
         f"AUROC {_num(gate.get('auroc_end'))} (not gated on).</p>"
     )
@@ -126,8 +150,9 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
     parts.append(
         "<p>Slope: probe progress (change in the reference answer's mean log-probability over "
         "a span) per point of judge score, comparing spans of the same trace, with the span's "
-        "position and log length held fixed. CI: bootstrap over traces. p: shuffling judge "
-        "scores among the spans of each trace.</p>"
+        "position and log length held fixed. CI: wild cluster bootstrap over problems (none "
+        "with fewer than 20 traces of two or more spans). p: shuffling judge scores among the "
+        "spans of each trace; Holm: adjusted over every p-value of this report.</p>"
     )
     parts.append(_effects_table(summary["effects"], _OUTCOME_NAMES))
     if summary.get("effects_clean"):
@@ -179,7 +204,7 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
         parts.append(
             _figure(
                 interval_plot(rows, f"Mean progress per label, {title}", "mean probe progress"),
-                "Dots: mean over spans; bars: 95% bootstrap CI over traces.",
+                "Dots: mean over spans; bars: 95% bootstrap CI over problems.",
             )
         )
         parts.append(_labels_table(labels))
