@@ -28,6 +28,7 @@ from judge_service.schemas import (
     JudgeInfo,
     RejectedSpan,
     Result,
+    ReweightDiagnostics,
     SpanOut,
     Status,
     UsageTotals,
@@ -102,6 +103,7 @@ def to_result(
     hit: bool,
     mask: Sequence[int] | None = None,
     reweight: FloatArray | None = None,
+    reweight_diagnostics: ReweightDiagnostics | None = None,
 ) -> tuple[Result, FloatArray]:
     """The result of one request: the judgment with this request's credit options applied.
     A hit reports zero usage (it cost no judge tokens) and this request's latency.
@@ -109,7 +111,7 @@ def to_result(
     advantage are 0 where it is 0 (DESIGN "Wire format"); the judgment is the same with or
     without it, so it is applied here, per request, like the other credit options.
     `reweight` is w[t] of options.reweight (methods/reweight.py; 0 where the mask is 0):
-    it multiplies A_i."""
+    it multiplies A_i; `reweight_diagnostics` (CSCR's) go into the result as they are."""
     scores = resolved.label_scores
     weights = None if mask is None else np.asarray(mask, np.float64)
     credit = credit_mod.token_credit(
@@ -161,6 +163,7 @@ def to_result(
         cache_key=key,
         error=judgment.error,
         transcript=_transcript(judgment, resolved.include_transcript),
+        reweight_diagnostics=reweight_diagnostics,
         **({} if dense else per_token),
     )
     if dense:

@@ -208,9 +208,9 @@ class Engine:
                 cache_state = await self.cache.save(
                     self.tenant, key, judgment, replace=lacks_transcript
                 )
-        weights = None
+        weights, reweight_diagnostics = None, None
         if resolved.reweight is not None and judgment.status != "failed":
-            weights = await self.reweighter.weights(
+            weights, reweight_diagnostics = await self.reweighter.weights(
                 resolved.reweight,
                 rollout,
                 trace,
@@ -232,6 +232,7 @@ class Engine:
                 hit=hit,
                 mask=rollout.response_mask,
                 reweight=weights,
+                reweight_diagnostics=reweight_diagnostics,
             ),
         )
         result.cache = cache_state
@@ -297,7 +298,12 @@ class Engine:
                     outcome = replace(
                         outcome, transcript=[*partial.transcript, *outcome.transcript]
                     )
-        accepted, rejected = await off_loop(size, functools.partial(rounds.final, outcome.spans))
+        accepted, rejected = await off_loop(
+            # `used`, not `judge`: a fallback's spans are claims even when the failed judge's
+            # would not have been.
+            size,
+            functools.partial(rounds.final, outcome.spans, claims=used.carries_claims),
+        )
         if outcome.scores:  # a model-internal judge's continuous scores (value:<model>)
             accepted = [replace(s, score=outcome.scores.get((s.start, s.end))) for s in accepted]
         counts: dict[str, int] = {}

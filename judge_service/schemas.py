@@ -77,6 +77,27 @@ class ReweightOptions(BaseModel):
     strength: float | None = Field(
         default=None, ge=0.0, le=1.0, description="w = 1 + strength·(bounded map - 1)."
     )
+    condition: Literal["verdict", "mean"] | None = Field(
+        default=None,
+        description="CSCR: s[t] = |log p(t | outcome asserted) - log p(t | plain prompt)| for "
+        "the assertion agreeing with the reward (verdict, default; no reward: the mean), or "
+        "the mean of both (mean). CoRT ignores it.",
+    )
+
+
+class ReweightDiagnostics(BaseModel):
+    """CSCR's correct-vs-incorrect contrast over the masked tokens (not w's signal)."""
+
+    condition: Literal["verdict", "mean"]
+    condition_used: Literal["correct", "incorrect", "mean"]
+    sign_reversal_share: float | None = Field(
+        description="Among tokens whose two shifts both exceed 1e-3 nats (compared_tokens), "
+        "the share where they have opposite signs; null when there are none."
+    )
+    compared_tokens: int
+    mean_abs_shift_correct: float = Field(description="Mean |log p_correct - log p_plain|.")
+    mean_abs_shift_incorrect: float
+    mean_abs_difference: float = Field(description="Mean |log p_correct - log p_incorrect|.")
 
 
 class Options(BaseModel):
@@ -223,6 +244,9 @@ class Result(BaseModel):
     advantage: PerToken | None = None
     weights: PerToken | None = Field(
         default=None, description="w[t] of options.reweight (absent without one)."
+    )
+    reweight_diagnostics: ReweightDiagnostics | None = Field(
+        default=None, description="With options.reweight cscr:<model>, over the masked tokens."
     )
     judge: JudgeInfo | None = None
     cache_key: str | None = None

@@ -34,24 +34,29 @@ scoring ``invalid`` before it, or a second correction of one invalid, is dropped
 without it. Lines are the trace's own lines, cut every 64 tokens (the marker
 lines of the judge's view).
 
+Steps 2 to 4, the flood limit, the region budget and the unlock rule stop a
+judge's *claims*. Spans that claim nothing (``claims=False``: a judge whose
+`Judge.carries_claims` is false, the service's own value differences) get the
+structural checks only: shape, the span count limit and overlaps. Rejecting
+one of them would break what its scores mean (they telescope to V(T) - V(0)).
+
 The trace is folded once per `Validator` (see `folding`); each span then
 costs a few slices and searches of the folded text. Nothing here raises.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judge_service import labels as L
 from judge_service import spans as S
-from judge_service.folding import FoldedText, fold
-from judge_service.grounding import LineChecks, Verdict, wrong_answer_tokens
+from judge_service.evidence_index import TraceIndex, precedence, resolve_overlaps
+from judge_service.folding import fold
+from judge_service.grounding import Verdict
 from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport, as_int, unlocked
 from judge_service.trace.decode import Trace
-from judge_service.trace.markers import marker_array
 
 __all__ = ["Rejection", "Span", "SpanLimits", "ValidationReport", "Validator", "Verdict"]
 __all__ += ["validate_spans"]
@@ -64,55 +69,6 @@ class _Reject(Exception):
     def __init__(self, code: str, reason: str) -> None:
         super().__init__(reason)
         self.code, self.reason = code, reason
-
-
-class _TraceIndex:
-    """What evidence checks need of one trace, computed once: folded text, lines, and (on
-    first use: only a positive or invalid span asks) the checker's verdict on each line."""
-
-    def __init__(self, trace: Trace, verdict: Verdict | None) -> None:
-        self.trace = trace
-        self.folded = trace.derived(FoldedText, lambda: FoldedText.build(trace.text, trace.offsets))
-        # A list: bisect on it costs a fifth of a numpy searchsorted call, and a submission
-        # asks four times a span.
-        self.line_starts = marker_array(trace).tolist()
-        self.verdict = verdict
-        self._checks: LineChecks | None = None
-        self._answer_lines: tuple[int, int] | None = None
-
-    @property
-    def checks(self) -> LineChecks:
-        if self._checks is None:
-            self._checks = LineChecks.of(self.trace)
-            answer = wrong_answer_tokens(self.trace, self.verdict)
-            if answer is not None:
-                self._answer_lines = self._checks.lines_of(*answer)
-        return self._checks
-
-    @property
-    def wrong_answer(self) -> bool:
-        _ = self.checks
-        return self._answer_lines is not None
-
-    def on_wrong_answer(self, start: int, end: int) -> bool:
-        first, last = self.checks.lines_of(start, end)
-        lines = self._answer_lines
-        return lines is not None and first <= lines[1] and lines[0] <= last
-
-    def line_of(self, token: int) -> int:
-        return bisect.bisect_right(self.line_starts, token) - 1
-
-    def line_end(self, line: int) -> int:
-        """The token where marker line `line` ends (T for the last)."""
-        starts = self.line_starts
-        return starts[line + 1] if line + 1 < len(starts) else self.trace.num_tokens
-
-    def where(self, quote: str) -> str:
-        at = self.folded.text.find(quote)
-        if at < 0:
-            return "it does not occur anywhere in the trace"
-        a, b = self.folded.tokens_of(at, len(quote))
-        return f"the quote occurs at tokens [{a}, {b})"
 
 
 class Validator:
@@ -134,14 +90,14 @@ class Validator:
         self.label_scores = label_scores
         self.limits = limits or SpanLimits()
         self.verdict = verdict
-        self._index: _TraceIndex | None = None
+        self._index: TraceIndex | None = None
 
     @property
-    def index(self) -> _TraceIndex | None:
+    def index(self) -> TraceIndex | None:
         if self.trace is None:
             return None
         if self._index is None:
-            self._index = _TraceIndex(self.trace, self.verdict)
+            self._index = TraceIndex(self.trace, self.verdict)
         return self._index
 
     def __call__(self, raw_spans: Sequence[Any]) -> ValidationReport:
@@ -154,7 +110,11 @@ class Validator:
         if self.index is not None:
             _ = self.index.checks
 
-    def check(self, raw_spans: Sequence[Any], *, round: int = 1) -> ValidationReport:
+    def check(
+        self, raw_spans: Sequence[Any], *, round: int = 1, claims: bool = True
+    ) -> ValidationReport:
+        """`claims`: whether the spans are a judge's claims (every rule) or spans the
+        service computed itself (the structural checks only, see the module's doc)."""
         report = ValidationReport()
 
         def reject(raw: Any, code: str, reason: str) -> None:
@@ -167,17 +127,18 @@ class Validator:
                 reject(raw, S.TOO_MANY_SPANS, f"more than {cap} spans in one submission")
                 continue
             try:
-                candidates.append((index, self._check_one(raw), raw))
+                candidates.append((index, self._check_one(raw, claims), raw))
             except _Reject as exc:
                 reject(raw, exc.code, exc.reason)
-        candidates = self._limit_per_line(candidates, reject)
-        kept = self._settle(candidates, reject)
+        if claims:
+            candidates = self._limit_per_line(candidates, reject)
+        kept = self._settle(candidates, reject, claims)
         report.accepted = sorted(kept, key=lambda s: s.start)
         return report
 
     # -- one span ----------------------------------------------------------------------
 
-    def _check_one(self, raw: Any) -> Span:
+    def _check_one(self, raw: Any, claims: bool = True) -> Span:
         if not isinstance(raw, Mapping):
             raise _Reject(S.MALFORMED, "a span must be an object {start, end, label, ...}")
         start, end = as_int(raw.get("start")), as_int(raw.get("end"))
@@ -207,8 +168,10 @@ class Validator:
             raise _Reject(S.MALFORMED, "evidence must be a quote (string) from the span")
         if evidence_end is not None and not isinstance(evidence_end, str):
             raise _Reject(S.MALFORMED, "evidence_end must be a quote (string) or absent")
-        self._check_size(start, end, label)
         span = Span(start, end, label, float(confidence), evidence, evidence_end)
+        if not claims:
+            return span
+        self._check_size(start, end, label)
         if self.index is not None:
             self._check_evidence(span, self.index)
             self._check_grounding(span, self.index)
@@ -244,7 +207,7 @@ class Validator:
         low, high = self.trace.char_range(start, end)
         return "\n" not in self.trace.text[low:high].rstrip()
 
-    def _check_evidence(self, span: Span, ix: _TraceIndex) -> None:
+    def _check_evidence(self, span: Span, ix: TraceIndex) -> None:
         folded = ix.folded
         low, high = int(folded.token_starts[span.start]), int(folded.token_starts[span.end])
         inside = len(folded.text[low:high].strip(" "))
@@ -298,7 +261,7 @@ class Validator:
             )
         return quote
 
-    def _check_grounding(self, span: Span, ix: _TraceIndex) -> None:
+    def _check_grounding(self, span: Span, ix: TraceIndex) -> None:
         score = self.label_scores.get(span.label, 0.0)
         if span.label == L.INVALID:
             if ix.checks.proven_true(span.start, span.end):
@@ -342,7 +305,7 @@ class Validator:
             return candidates
         per_line: dict[int, int] = {}
         kept: list[tuple[int, Span, Any]] = []
-        for item in sorted(candidates, key=_precedence):
+        for item in sorted(candidates, key=precedence):
             line = self.index.line_of(item[1].start)
             if per_line.get(line, 0) >= self.limits.max_per_line:
                 reject(
@@ -356,13 +319,18 @@ class Validator:
             kept.append(item)
         return kept
 
-    def _settle(self, candidates: list[tuple[int, Span, Any]], reject: Any) -> list[Span]:
-        """Overlaps, then structure, until no span depends on an error that lost its place."""
-        pending = sorted(candidates, key=_precedence)
+    def _settle(
+        self, candidates: list[tuple[int, Span, Any]], reject: Any, claims: bool = True
+    ) -> list[Span]:
+        """Overlaps, then structure, until no span depends on an error that lost its place
+        (claims only: spans that claim nothing settle their overlaps and stop there)."""
+        pending = sorted(candidates, key=precedence)
         budget = self.limits.region_budget(self.num_tokens)
         floor = self.limits.unlock_confidence
         while True:
-            kept, lost = _resolve_overlaps(pending)
+            kept, lost = resolve_overlaps(pending)
+            if not claims:
+                break
             over: list[tuple[int, Span, Any]] = []
             used = 0
             for item in kept:  # in precedence order: the most confident region first
@@ -405,32 +373,6 @@ class Validator:
                 f"{rival.confidence:g}), which wins",
             )
         return [span for _, span, _ in kept]
-
-
-def _precedence(item: tuple[int, Span, Any]) -> tuple[bool, float, int, int]:
-    index, span, _raw = item
-    return (span.label in S.REGION_LABELS, -span.confidence, span.start, index)
-
-
-def _resolve_overlaps(
-    ordered: list[tuple[int, Span, Any]],
-) -> tuple[list[tuple[int, Span, Any]], list[tuple[tuple[int, Span, Any], Span]]]:
-    """Greedy in precedence order over a sorted list of kept, disjoint intervals."""
-    starts: list[int] = []
-    spans: list[Span] = []
-    kept: list[tuple[int, Span, Any]] = []
-    lost: list[tuple[tuple[int, Span, Any], Span]] = []
-    for item in ordered:
-        span = item[1]
-        at = bisect.bisect_left(starts, span.end)  # kept spans starting before span.end
-        rival = spans[at - 1] if at else None
-        if rival is not None and rival.end > span.start:
-            lost.append((item, rival))
-            continue
-        starts.insert(at, span.start)
-        spans.insert(at, span)
-        kept.append(item)
-    return kept, lost
 
 
 def validate_spans(
@@ -488,7 +430,10 @@ class Rounds:
         """No rounds yet, same trace (for a fallback judge)."""
         return Rounds(self.validator)
 
-    def final(self, raw_spans: Sequence[Any]) -> tuple[list[Span], list[Rejection]]:
-        report = self.validator.check(raw_spans, round=max(1, len(self.reports)))
+    def final(
+        self, raw_spans: Sequence[Any], *, claims: bool = True
+    ) -> tuple[list[Span], list[Rejection]]:
+        """`claims`: the `Judge.carries_claims` of the judge that produced `raw_spans`."""
+        report = self.validator.check(raw_spans, round=max(1, len(self.reports)), claims=claims)
         earlier = [r for past in self.reports[:-1] for r in past.rejected]
         return report.accepted, earlier + report.rejected

@@ -83,6 +83,31 @@ def test_reweight_over_http(client: httpx.Client, model_dir: Path) -> None:
             np.testing.assert_allclose(advantage, sign * 0.5 * w + credit, atol=1e-5)
 
 
+def test_cscr_results_carry_their_diagnostics(client: httpx.Client, model_dir: Path) -> None:
+    rollouts = [
+        _rollout(model_dir, id="a", group_id="g", reward=1.0, rubric="Multiplies correctly."),
+        _rollout(model_dir, id="b", group_id="g", reward=None, rubric="Multiplies correctly."),
+    ]
+    options = {"reweight": f"cscr:{model_dir}", "reweight_options": {"condition": "verdict"}}
+    answer = client.post("/v1/judge/batch", json={"rollouts": rollouts, "options": options})
+    assert answer.status_code == 200, answer.text
+    first, second = answer.json()["results"]
+    for result, used in ((first, "correct"), (second, "mean")):
+        found = result["reweight_diagnostics"]
+        assert found["condition"] == "verdict" and found["condition_used"] == used
+        assert 0.0 <= found["sign_reversal_share"] <= 1.0 and found["compared_tokens"] > 0
+        assert found["mean_abs_shift_correct"] > 0 and found["mean_abs_difference"] > 0
+    assert first["reweight_diagnostics"]["mean_abs_difference"] == pytest.approx(
+        second["reweight_diagnostics"]["mean_abs_difference"]  # the same response and prompts
+    )
+    cort = {"reweight": f"cort:{model_dir}"}
+    answer = client.post("/v1/judge/batch", json={"rollouts": rollouts, "options": cort})
+    assert all("reweight_diagnostics" not in r for r in answer.json()["results"])
+    bad = {"reweight": f"cscr:{model_dir}", "reweight_options": {"condition": "correct"}}
+    answer = client.post("/v1/judge", json={"rollout": rollouts[0], "options": bad})
+    assert answer.status_code == 422 and "condition" in answer.text
+
+
 def test_bad_method_requests_name_the_field(client: httpx.Client, model_dir: Path) -> None:
     cases = [
         ({"reweight": f"cort:{model_dir}"}, "rollout.rubric"),

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,3 +54,36 @@ def test_advantages_are_reward_minus_the_group_mean() -> None:
         {"id": "d", "group_id": None, "reward": 1.0},
     ]
     assert advantages(rows) == pytest.approx({"a": 2 / 3, "b": -1 / 3, "c": -1 / 3, "d": 0.0})
+
+
+def test_the_cscr_lines_carry_diagnostics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    from judge_service.devtools.credit_runs import main
+    from tests.test_probe_support import tiny_model_dir
+
+    model = tiny_model_dir()
+    from transformers import AutoTokenizer
+
+    ids = AutoTokenizer.from_pretrained(str(model)).encode(TEXT, add_special_tokens=False)
+    rows = [
+        {"id": "a", "group_id": "g", "problem": "Q?", "reward": 1.0, "rubric": "1. Adds."},
+        {"id": "b", "group_id": "g", "problem": "Q?", "reward": 0.0},
+    ]
+    path = tmp_path / "rollouts.jsonl"
+    lines = [json.dumps({**r, "response_token_ids": ids, "tokenizer": str(model)}) for r in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main([str(path), "--model", str(model), "-o", str(tmp_path / "out")]) == 0
+    cscr = [json.loads(x) for x in (tmp_path / "out" / "cscr.jsonl").read_text().splitlines()]
+    used = [line["diagnostics"]["condition_used"] for line in cscr]
+    assert used == ["correct", "incorrect"]
+    compared = sum(line["diagnostics"]["compared_tokens"] for line in cscr)
+    reversals = sum(
+        line["diagnostics"]["sign_reversal_share"] * line["diagnostics"]["compared_tokens"]
+        for line in cscr
+    )
+    err = capsys.readouterr().err
+    assert f"sign reversals of the correct / incorrect shifts: {reversals / compared:.3f}" in err
+    cort = (tmp_path / "out" / "cort.jsonl").read_text().splitlines()
+    assert [json.loads(x)["id"] for x in cort] == ["a"]  # b has no rubric to condition on

@@ -42,7 +42,12 @@ def test_rewards_come_from_the_equivalence_checker(checker: object) -> None:
     assert wrong["metadata"]["equivalence"] == "not_equivalent"  # type: ignore[index]
     cut_off = record("It is 0.5 and then", finish="length")  # no box: no final answer
     assert cut_off["final_answer"] is None and cut_off["reward"] == 0.0
-    assert right["group_id"] == "half" and right["rubric"]
+    # No criteria were in the prompt, so the rollout claims none (CoRT refuses it).
+    assert right["group_id"] == "half" and right["rubric"] is None
+    graded = rollout_record(
+        problem, "q", "1/2", [1], "stop", checker, "y", "tok", {}, rubric="1. x"
+    )
+    assert graded["problem"] == "q" and graded["rubric"] == "1. x"
 
 
 def _sample(model: Path, out: Path, seed: int) -> list[dict[str, object]]:

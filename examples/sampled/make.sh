@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reproduce examples/sampled/: 16 problems x 4 samples from SmolLM2-135M (CPU, seed 0),
+# Reproduce examples/sampled/: 16 problems x 4 samples from SmolLM2-135M (CPU, seed 0), each
+# with its problem's rubric (rubrics.json) in the prompt,
 # the credit of rules / value / CSCR / CoRT on them, the probe of each, the audit of the
 # rules judge, and the side-by-side comparison (compare.json, compare.html).
 #
@@ -17,8 +18,13 @@ RUNS=${RUNS:-runs/sampled}
 rm -rf "$RUNS" && mkdir -p "$RUNS"
 
 if [ -z "${SKIP_SAMPLE:-}" ]; then
-  $JS sample -o $OUT/rollouts.jsonl --samples 4 --max-new-tokens 128 --seed 0 --threads 1
+  $JS sample -o $OUT/rollouts.jsonl --samples 4 --max-new-tokens 128 --seed 0 --threads 1 \
+    --rubric $OUT/rubrics.json
 fi
+# Criterion scores per rollout -> POW3R group bodies (rubric_scores.py), and their weights.
+$PY -m judge_service.probe.rubric_scores $OUT/rollouts.jsonl --rubric $OUT/rubrics.json \
+  -o $OUT/pow3r_groups.jsonl
+$JS rubric-weights $OUT/pow3r_groups.jsonl > "$RUNS/pow3r.jsonl"
 $JS judge $OUT/rollouts.jsonl -o "$RUNS/rules.jsonl" --no-progress
 JUDGE_ALLOWED_SCORER_MODELS="$SMOL" $JS judge $OUT/rollouts.jsonl -o "$RUNS/value.jsonl" \
   --judge "value:$SMOL" --no-progress

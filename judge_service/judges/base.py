@@ -5,7 +5,10 @@ problem, the final answer, the verifier's verdict and the references) and a
 `SpanCheck`, the service's own span validation, which an agentic judge calls on
 its submission to get rejections back for one repair turn. It returns a
 `JudgeOutcome` with the raw spans it finally submits; the pipeline validates
-them again, so a judge can never bypass validation.
+them again, so a judge can never bypass validation. Only the rules that stop a
+claim depend on the judge: a judge whose spans claim nothing (`carries_claims`
+false: the service's own value differences, never an LLM's or a caller's) gets
+the structural checks alone (validate.py).
 
 A judge that cannot produce spans raises a `judge_service.errors.JudgeError`
 subclass naming its boundary; the pipeline turns it into a fallback result.
@@ -99,6 +102,11 @@ class Judge(ABC):
     # Whether the judge reads `JudgeRequest.view` (an LLM's prompt does; the rules judge
     # reads the text): the pipeline then marks the trace before the judge runs.
     reads_view: bool = True
+    # Whether the spans are claims about the trace (an LLM's, the rules judge's), which
+    # must be anchored and grounded; false only for spans the service computes itself
+    # and the judge cannot word (value:<model>): their scores telescope, so dropping one
+    # would falsify the sum.
+    carries_claims: bool = True
 
     def key_material(
         self, label_scores: Mapping[str, float], limits: JudgeLimits

@@ -1,8 +1,9 @@
 """Log-probabilities of one response under several prompts, in one batched pass.
 
-CSCR and CoRT rescore the sampled response under counterfactual prompts (the
-answer asserted correct / incorrect; the rubric shown / not shown). The
-prompts share their first tokens (the chat template, the problem), so:
+CSCR and CoRT rescore the sampled response under counterfactual prompts (CSCR:
+the plain prompt and the answer asserted correct / incorrect, three rows; CoRT:
+the rubric shown / not shown). The prompts share their first tokens (the chat
+template, the problem), so:
 
 * the common prefix runs once, as one row, into a `DynamicCache`;
 * the cache is expanded to B rows and each row's own tail + the response run

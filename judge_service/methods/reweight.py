@@ -2,20 +2,35 @@
 
 ``options.reweight`` = ``cscr:<model>`` or ``cort:<model>``; the knobs are
 ``options.reweight_options`` (weights.py has the map). Both rescore the sampled
-response, unchanged, under two prompts (rescoring.py: one batched pass):
+response, unchanged, under several prompts in one batched pass (rescoring.py):
 
-* CSCR: the problem followed by an assertion that the solution's final answer is
-  correct, and the same assertion saying incorrect. s[t] = |log p_correct(t) -
-  log p_incorrect(t)| is how much token t's likelihood depends on the verdict;
-  w is decreasing in s (signal -s): tokens that merely track the verdict (the
-  answer, its restatements) get less of A_i, the rest more.
-* CoRT: the problem with the rollout's rubric (``rollout.rubric``) as grading
-  criteria, and the same problem without it. d[t] = log p_rubric(t) - log
-  p_plain(t); w is increasing in d: tokens the criteria make likelier get more.
+* CSCR, as its paper: the *privileged shift* of each token, how much its
+  log-prob moves when the prompt asserts the outcome. Three rows: the plain
+  prompt (``rollout.problem``, as the policy saw it), the problem followed by an
+  assertion that the final answer is correct, and the same saying incorrect.
+  shift_c[t] = log p_correct(t) - log p_plain(t), shift_i likewise; the
+  sensitivity is s[t] = |shift| of the assertion agreeing with the verdict
+  (reward > 0: correct, else incorrect; ``condition: mean``, or a rollout with
+  no reward, takes the mean of both |shifts|), and w is decreasing in s (signal
+  -s): tokens that only follow from knowing the outcome (the answer, its
+  restatements) get less of A_i, the rest more. The old signal, |log p_correct -
+  log p_incorrect|, subtracts two privileged rows from each other, so the part of
+  the shift both assertions share (knowing that the answer was checked at all)
+  cancels; it is what the paper measures. That difference is kept as a diagnostic
+  (`diagnostics`: how often the two shifts point opposite ways, their sizes).
+* CoRT, in its own setting: the policy was sampled with the rubric's criteria in
+  its prompt (``judge-service sample --rubric``), so ``rollout.problem`` is that
+  prompt and ``rollout.rubric`` the criteria in it; the criteria-free replay is
+  the same template with the criteria block taken out (`sampling.criteria_free`).
+  A rollout whose problem does not hold its rubric (criteria attached after
+  sampling) is conditioned on ``rubric_prompt(problem, rubric)`` against the
+  problem, outside the paper's setting. d[t] = log p_rubric(t) - log p_plain(t);
+  w is increasing in d: tokens the criteria make likelier get more.
 
-What is cached is the signal (s or d per token), keyed by the content, the method,
-the model and the prompt version (`signal_key`); the knobs are applied per request,
-so a sweep over them re-pays no forward pass.
+What is cached is the per-policy-token shifts (CSCR: both rows; CoRT: d), keyed by
+the content, the method, the model and the prompt version (`signal_key`); the knobs,
+CSCR's condition and its diagnostics are computed per request from them, so a sweep
+over them re-pays no forward pass.
 """
 
 from __future__ import annotations
@@ -35,7 +50,8 @@ from judge_service.config import Settings
 from judge_service.errors import InputError, StoreUnavailable
 from judge_service.methods.models import MODELS, ScorerModel, check_length, check_model
 from judge_service.methods.weights import FloatArray, bounded_weights
-from judge_service.schemas import ReweightOptions, Rollout
+from judge_service.probe.sampling import criteria_free, rubric_prompt
+from judge_service.schemas import ReweightDiagnostics, ReweightOptions, Rollout
 from judge_service.store.base import Store
 from judge_service.trace.decode import Trace
 from judge_service.trace.detokenize import LoadedTokenizer
@@ -43,17 +59,22 @@ from judge_service.trace.detokenize import LoadedTokenizer
 log = logging.getLogger(__name__)
 
 Method = Literal["cscr", "cort"]
+Condition = Literal["verdict", "mean"]
 METHODS: tuple[Method, ...] = ("cscr", "cort")
-PROMPT_VERSION = "reweight-v1"
+# v2: CSCR caches its two shifts against the plain prompt; CoRT's rubric template.
+PROMPT_VERSION = "reweight-v2"
 
 CSCR_CORRECT = "A solution follows. Its final answer has been checked: it is correct."
 CSCR_INCORRECT = "A solution follows. Its final answer has been checked: it is incorrect."
-CORT_CRITERIA = "The solution will be graded against these criteria:\n"
+# A log-prob shift under this (nats) is rounding, not a direction: sign reversals skip it.
+NEGLIGIBLE_SHIFT = 1e-3
 
 # Our defaults (the seed papers' exact values are not restated here): a token keeps
 # between half and twice the mean share of A_i.
 DEFAULTS: dict[Method, ReweightOptions] = {
-    "cscr": ReweightOptions(temperature=1.0, min_weight=0.5, max_weight=2.0, strength=1.0),
+    "cscr": ReweightOptions(
+        temperature=1.0, min_weight=0.5, max_weight=2.0, strength=1.0, condition="verdict"
+    ),
     "cort": ReweightOptions(temperature=1.0, min_weight=0.5, max_weight=2.0, strength=1.0),
 }
 
@@ -66,6 +87,7 @@ class ReweightSpec:
     min_weight: float
     max_weight: float
     strength: float
+    condition: Condition = "verdict"
 
     def knobs(self) -> dict[str, float]:
         return {
@@ -98,7 +120,8 @@ def parse_spec(
     low, high = pick("min_weight"), pick("max_weight")
     if low > 1.0 or high < 1.0:  # the schema bounds each; mean 1 needs low <= 1 <= high
         raise InputError("need min_weight <= 1 <= max_weight", field="options.reweight_options")
-    return ReweightSpec(chosen, model, pick("temperature"), low, high, pick("strength"))
+    condition: Condition = given.condition or base.condition or "verdict"
+    return ReweightSpec(chosen, model, pick("temperature"), low, high, pick("strength"), condition)
 
 
 def check_rollout(spec: ReweightSpec, rollout: Rollout, field: str) -> None:
@@ -111,11 +134,96 @@ def check_rollout(spec: ReweightSpec, rollout: Rollout, field: str) -> None:
 
 
 def prompts(spec: ReweightSpec, rollout: Rollout) -> list[str]:
-    """The two user messages the response is rescored under (signal = first vs second)."""
-    problem = rollout.problem
+    """The user messages the response is rescored under: CSCR plain, correct, incorrect;
+    CoRT rubric, plain."""
+    problem = rollout.problem  # the prompt the policy saw
     if spec.method == "cscr":
-        return [f"{problem}\n\n{CSCR_CORRECT}", f"{problem}\n\n{CSCR_INCORRECT}"]
-    return [f"{problem}\n\n{CORT_CRITERIA}{rollout.rubric or ''}", problem]
+        return [problem, f"{problem}\n\n{CSCR_CORRECT}", f"{problem}\n\n{CSCR_INCORRECT}"]
+    plain = criteria_free(problem, rollout.rubric)
+    if plain is not None:  # sampled with the criteria in the prompt (CoRT's own setting)
+        return [problem, plain]
+    # The rubric was attached after sampling: condition on it the same way, by the template.
+    return [rubric_prompt(problem, rollout.rubric), problem]
+
+
+def shift_rows(spec: ReweightSpec) -> int:
+    """How many per-token rows `compute_shifts` gives (and the cache holds)."""
+    return 2 if spec.method == "cscr" else 1
+
+
+def compute_shifts(
+    model: ScorerModel,
+    spec: ReweightSpec,
+    rollout: Rollout,
+    trace: Trace,
+    policy: LoadedTokenizer | None,
+    settings: Settings,
+    field: str,
+) -> FloatArray:
+    """(rows, T) per policy token: CSCR log p_correct - log p_plain and log p_incorrect -
+    log p_plain; CoRT log p_rubric - log p_plain."""
+    from judge_service.methods.rescoring import per_policy_token, response_logprobs
+
+    prompt_ids = [model.aligner.prompt_ids(text) for text in prompts(spec, rollout)]
+    aligned = model.align(trace, policy, prompt_ids[0])
+    response = aligned.context_ids[aligned.prompt_length :]
+    longest = max(len(p) for p in prompt_ids) + len(response)
+    where = f"{field}.response_token_ids" if field else "response_token_ids"
+    check_length(longest, settings, where)
+    if not response:
+        return np.zeros((shift_rows(spec), trace.num_tokens), np.float64)
+    with model.lock:
+        logprobs = response_logprobs(model.scorer, prompt_ids, response)
+    rows = [per_policy_token(row, aligned.boundaries) for row in logprobs]
+    if spec.method == "cscr":
+        plain, correct, incorrect = rows
+        return np.stack([correct - plain, incorrect - plain]).astype(np.float64)
+    return np.asarray([rows[0] - rows[1]], np.float64)
+
+
+def signal_of(
+    spec: ReweightSpec, shifts: FloatArray, reward: float | None, mask: FloatArray | None
+) -> tuple[FloatArray, ReweightDiagnostics | None]:
+    """The signal (larger: more weight) from cached `shifts`, and CSCR's diagnostics."""
+    if spec.method == "cort":
+        return np.asarray(shifts[0], np.float64), None
+    correct, incorrect = shifts[0], shifts[1]
+    used: Literal["correct", "incorrect", "mean"] = "mean"
+    if spec.condition == "verdict" and reward is not None:
+        used = "correct" if reward > 0 else "incorrect"
+    if used == "mean":
+        sensitivity = 0.5 * (np.abs(correct) + np.abs(incorrect))
+    else:
+        sensitivity = np.abs(correct if used == "correct" else incorrect)
+    return -sensitivity, diagnostics(spec.condition, used, correct, incorrect, mask)
+
+
+def diagnostics(
+    condition: Condition,
+    used: Literal["correct", "incorrect", "mean"],
+    correct: FloatArray,
+    incorrect: FloatArray,
+    mask: FloatArray | None,
+) -> ReweightDiagnostics:
+    """The correct-vs-incorrect contrast over the masked tokens."""
+    keep = np.ones(correct.shape[0], bool) if mask is None else np.asarray(mask) > 0
+    c, i = correct[keep], incorrect[keep]
+    both = (np.abs(c) > NEGLIGIBLE_SHIFT) & (np.abs(i) > NEGLIGIBLE_SHIFT)
+    compared = int(both.sum())
+    reversed_ = int((np.sign(c[both]) != np.sign(i[both])).sum())
+
+    def mean(x: FloatArray) -> float:
+        return float(np.mean(x)) if x.size else 0.0
+
+    return ReweightDiagnostics(
+        condition=condition,
+        condition_used=used,
+        sign_reversal_share=reversed_ / compared if compared else None,
+        compared_tokens=compared,
+        mean_abs_shift_correct=mean(np.abs(c)),
+        mean_abs_shift_incorrect=mean(np.abs(i)),
+        mean_abs_difference=mean(np.abs(c - i)),
+    )
 
 
 def compute_signal(
@@ -128,22 +236,9 @@ def compute_signal(
     field: str,
 ) -> FloatArray:
     """The per-policy-token signal (larger: more weight) of `spec` for one response."""
-    from judge_service.methods.rescoring import per_policy_token, response_logprobs
-
-    prompt_ids = [model.aligner.prompt_ids(text) for text in prompts(spec, rollout)]
-    aligned = model.align(trace, policy, prompt_ids[0])
-    response = aligned.context_ids[aligned.prompt_length :]
-    longest = max(len(p) for p in prompt_ids) + len(response)
-    where = f"{field}.response_token_ids" if field else "response_token_ids"
-    check_length(longest, settings, where)
-    if not response:
-        return np.zeros(trace.num_tokens, np.float64)
-    with model.lock:
-        logprobs = response_logprobs(model.scorer, prompt_ids, response)
-    first, second = (per_policy_token(row, aligned.boundaries) for row in logprobs)
-    if spec.method == "cscr":
-        return np.asarray(-np.abs(first - second), np.float64)
-    return np.asarray(first - second, np.float64)
+    shifts = compute_shifts(model, spec, rollout, trace, policy, settings, field)
+    mask = None if rollout.response_mask is None else np.asarray(rollout.response_mask, float)
+    return signal_of(spec, shifts, rollout.reward, mask)[0]
 
 
 def signal_key(spec: ReweightSpec, rollout: Rollout, tokenizer: str) -> str:
@@ -180,19 +275,20 @@ class Reweighter:
         tenant: str,
         use_cache: bool,
         field: str,
-    ) -> FloatArray:
+    ) -> tuple[FloatArray, ReweightDiagnostics | None]:
         key = signal_key(spec, rollout, policy.name if policy else "")
-        signal = await self._lookup(tenant, key) if use_cache else None
-        if signal is None or signal.shape != (trace.num_tokens,):
+        shifts = await self._lookup(tenant, key) if use_cache else None
+        if shifts is None or shifts.shape != (shift_rows(spec), trace.num_tokens):
             model = await MODELS.aget(spec.model, self.settings)
             work = functools.partial(
-                compute_signal, model, spec, rollout, trace, policy, self.settings, field
+                compute_shifts, model, spec, rollout, trace, policy, self.settings, field
             )
-            signal = await asyncio.to_thread(work)
+            shifts = await asyncio.to_thread(work)
             if use_cache:
-                await self._save(tenant, key, signal)
-        mask = None if rollout.response_mask is None else np.asarray(rollout.response_mask)
-        return bounded_weights(signal, mask, **spec.knobs())
+                await self._save(tenant, key, shifts)
+        mask = None if rollout.response_mask is None else np.asarray(rollout.response_mask, float)
+        signal, found = signal_of(spec, shifts, rollout.reward, mask)
+        return bounded_weights(signal, mask, **spec.knobs()), found
 
     async def _lookup(self, tenant: str, key: str) -> FloatArray | None:
         if self.store is None:
@@ -205,13 +301,16 @@ class Reweighter:
         if data is None:
             return None
         stored = json.loads(data)
-        return np.frombuffer(base64.b64decode(stored["signal"]), "<f8").astype(np.float64)
+        flat = np.frombuffer(base64.b64decode(stored["shifts"]), "<f8").astype(np.float64)
+        rows = int(stored["rows"])
+        return flat.reshape(rows, -1) if rows > 0 and flat.size % rows == 0 else None
 
-    async def _save(self, tenant: str, key: str, signal: FloatArray) -> None:
+    async def _save(self, tenant: str, key: str, shifts: FloatArray) -> None:
         if self.store is None:
             return
-        blob = base64.b64encode(signal.astype("<f8").tobytes()).decode("ascii")
+        blob = base64.b64encode(np.ascontiguousarray(shifts, "<f8").tobytes()).decode("ascii")
+        record = {"shifts": blob, "rows": int(shifts.shape[0])}
         try:
-            await self.store.put_judgment(tenant, key, json.dumps({"signal": blob}))
+            await self.store.put_judgment(tenant, key, json.dumps(record))
         except StoreUnavailable as exc:
             log.warning("reweight cache unavailable, signal not stored: %s", exc)

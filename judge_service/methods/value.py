@@ -7,16 +7,27 @@ starts, and every 64 tokens inside a long line), which are also the lines span
 validation counts. Each segment between consecutive cuts becomes a span scored
 V(end) - V(start), so the scores of a trace's segments telescope to V(T) - V(0).
 
-The spans are ordinary judge output: labelled by sign (``valid_progress`` up,
+The spans look like judge output: labelled by sign (``valid_progress`` up,
 ``invalid`` down; a segment with no change is left out), confidence 1, evidence
-the segment's own first and last characters (so it is anchored), and validated
-like any judge's (the arithmetic grounding still rejects a rising segment over
-a false link). Their scores are continuous (`JudgeOutcome.scores`) rather than
-the label's, and λ and κ apply to them as to any judge's.
+the segment's own first and last characters (what a reader of the result sees).
+Their scores are continuous (`JudgeOutcome.scores`) rather than the label's, and
+λ and κ apply to them as to any judge's.
+
+They are not claims, so they skip the claim rules (`carries_claims` is false:
+evidence anchoring, point and region sizes, the per-line flood limit, the
+arithmetic and final-answer grounding; validate.py) and keep the structural
+checks (shape, bounds, no overlaps, the span count limit). Until value-v2 they
+were validated like an LLM judge's, and on the bundled SmolLM2 samples some were
+rejected (mostly ``contradicts_arithmetic``: V rose across a false link, or fell
+across lines the checker proves true; once ``evidence_not_anchored``): each
+rejection dropped a V difference, so the sum no longer telescoped to V(T) - V(0).
+A V that rises over a false line is the model's estimate being wrong, which is
+what this judge exists to report, not a judge asserting a falsehood; the
+grounding rules are there for the latter.
 
 Blank lines join the segment before them (the first one, the segment after) and
 a trace of more lines than JUDGE_MAX_SPANS is cut into that many steps of whole
-lines, so no segment is rejected for its shape.
+lines, so the span count limit never cuts a segment off.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from judge_service.trace.markers import marker_positions
 if TYPE_CHECKING:
     from judge_service.schemas import Rollout
 
-MIN_QUOTE = 8  # the validator's shortest quote (or the whole span)
+MIN_QUOTE = 8  # evidence of at least the validator's shortest quote, as an LLM's would be
 
 
 def segments(trace: Trace, max_segments: int) -> list[tuple[int, int]]:
@@ -89,7 +100,7 @@ def _tail(text: str) -> str:
 def value_spans(
     trace: Trace, values: Mapping[int, float], bounds: list[tuple[int, int]]
 ) -> tuple[list[dict[str, Any]], dict[tuple[int, int], float]]:
-    """Raw spans (for validation) and their continuous scores, by (start, end)."""
+    """Raw spans (for the structural checks) and their continuous scores, by (start, end)."""
     spans: list[dict[str, Any]] = []
     scores: dict[tuple[int, int], float] = {}
     for a, b in bounds:
@@ -133,7 +144,12 @@ def trace_values(
 
 
 class ValueJudge(Judge):
-    prompt_version = "value-v1"
+    # v2: its spans skip the claim rules (validation changed, so must the cache key).
+    prompt_version = "value-v2"
+    carries_claims = False
+    # No ⟦n⟧ view to mark, and no line verdicts to build ahead: the claim rules that read
+    # them never see this judge's spans.
+    reads_view = False
 
     def __init__(self, model: str, settings: Settings) -> None:
         check_model(model, settings, "options.judge")
@@ -144,7 +160,8 @@ class ValueJudge(Judge):
     def key_material(
         self, label_scores: Mapping[str, float], limits: JudgeLimits
     ) -> dict[str, object]:
-        # Scores are the model's, not the labels'; only the validation of labels matters.
+        # Scores are the model's, not the labels'; only the validation of labels (their
+        # names) and the span count limit matter.
         return {**super().key_material(label_scores, limits), "max_spans": self.settings.max_spans}
 
     def check_input(self, rollout: Rollout, field: str) -> None:

@@ -15,12 +15,23 @@ also wrote the errors; these come from a model, so their errors are its own.
   number of the text (a 135M model rarely boxes), except in a trace that ran
   out of tokens without boxing one: it has none. The reward is 1 when the
   equivalence checker says it equals the reference, else 0.
+* With a rubric (``judge-service sample --rubric FILE``, rubric_scores.py reads
+  the file), the problem's criteria are written into the prompt the policy sees
+  by `rubric_prompt`, the one template CoRT's rubric-conditioned row also uses
+  (methods/reweight.py). The rollout's ``problem`` is, as everywhere in the API,
+  the prompt the policy saw (criteria included) and its ``rubric`` the criteria
+  text; `criteria_free` takes the criteria back out for CoRT's counterfactual row,
+  so every other reader (CSCR's plain row, the value judge, the probe, the judges)
+  conditions on what was sampled from. Without a rubric the rollout carries
+  none (``rubric`` null): no criteria were in the prompt, and CoRT, which
+  conditions on them, refuses such a rollout rather than measure criteria the
+  policy never saw.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,12 +68,30 @@ PROBLEMS: tuple[Problem, ...] = (
     Problem("sum3", "What is 1 + 2 + 3?", "6"),
 )
 
-# The grading criteria written into every rollout's ``rubric`` (what CoRT conditions on).
-RUBRIC = (
-    "1. Every arithmetic step is computed correctly.\n"
-    "2. The steps use the numbers given in the problem.\n"
-    "3. The final answer is stated clearly."
-)
+CRITERIA_HEADER = "Your answer will be graded against these criteria:\n"
+
+
+def criteria_text(texts: Sequence[str]) -> str:
+    """The criteria block's body: one numbered line per criterion, in order."""
+    return "\n".join(f"{k}. {text}" for k, text in enumerate(texts, 1))
+
+
+def rubric_prompt(question: str, criteria: str | None) -> str:
+    """The user message with the grading criteria: the sampler's prompt and CoRT's
+    rubric-conditioned row. No criteria: `question` itself, the criteria-free row."""
+    if not (criteria or "").strip():
+        return question
+    return f"{question}\n\n{CRITERIA_HEADER}{criteria}"
+
+
+def criteria_free(prompt: str, criteria: str | None) -> str | None:
+    """`prompt` without the criteria block `rubric_prompt` writes, or None when `prompt`
+    does not end with that block (the rubric was not in the prompt as sampled)."""
+    if not (criteria or "").strip():
+        return prompt
+    block = f"\n\n{CRITERIA_HEADER}{criteria}"
+    return prompt[: -len(block)] if prompt.endswith(block) else None
+
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
@@ -139,22 +168,31 @@ def sample_rollouts(
     problems: Sequence[Problem],
     settings: SampleSettings,
     checker: Any,
+    rubrics: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Rollout dicts (the wire format), group by group; `checker` is an EquivalenceChecker."""
+    """Rollout dicts (the wire format), group by group; `checker` is an EquivalenceChecker.
+    `rubrics` maps a problem id to its criteria text (`criteria_text`), written into the
+    prompt of that problem's samples; a problem it lacks is sampled without criteria."""
     for k, problem in enumerate(problems):
         text = problem.question + INSTRUCTION
-        group = sample_group(model, hf_tokenizer, text, settings, settings.seed + k)
+        rubric = (rubrics or {}).get(problem.id)
+        prompt = rubric_prompt(text, rubric)
+        group = sample_group(model, hf_tokenizer, prompt, settings, settings.seed + k)
+        extra: dict[str, Any] = {"seed": settings.seed + k, "temperature": settings.temperature}
+        if rubric:
+            extra["rubric_in_prompt"] = True
         for j, (ids, finish) in enumerate(group):
             yield rollout_record(
                 problem,
-                text,
+                prompt,
                 hf_tokenizer.decode(ids, skip_special_tokens=False),
                 ids,
                 finish,
                 checker,
                 f"{problem.id}-{j}",
                 tokenizer_name,
-                {"seed": settings.seed + k, "temperature": settings.temperature},
+                extra,
+                rubric=rubric,
             )
 
 
@@ -168,8 +206,10 @@ def rollout_record(
     rollout_id: str,
     tokenizer: str,
     extra: dict[str, Any],
+    rubric: str | None = None,
 ) -> dict[str, Any]:
-    """One sampled response as a rollout, its reward from the equivalence checker."""
+    """One sampled response as a rollout, its reward from the equivalence checker.
+    `prompt` is the prompt sampled from, `rubric` the criteria written into it (if any)."""
     # A trace cut off by max_new_tokens has no final answer unless it boxed one.
     final = extract_answer(response)
     if finish == "length" and last_boxed(response) is None:
@@ -184,7 +224,7 @@ def rollout_record(
         "reward": 1.0 if verdict == "equivalent" else 0.0,
         "final_answer": final,
         "reference_answer": problem.answer,
-        "rubric": RUBRIC,
+        "rubric": rubric or None,
         "metadata": {
             "source": "judge-service sample",
             "finish": finish,
