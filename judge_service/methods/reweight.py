@@ -69,8 +69,9 @@ CSCR_INCORRECT = "A solution follows. Its final answer has been checked: it is i
 # A log-prob shift under this (nats) is rounding, not a direction: sign reversals skip it.
 NEGLIGIBLE_SHIFT = 1e-3
 
-# Our defaults (the seed papers' exact values are not restated here): a token keeps
-# between half and twice the mean share of A_i.
+# The project's own defaults, not the papers' (their text could not be checked offline;
+# README "Model-internal credit"): a token keeps between half and twice its mean share
+# of A_i, a bounded departure from GRPO's uniform credit.
 DEFAULTS: dict[Method, ReweightOptions] = {
     "cscr": ReweightOptions(
         temperature=1.0, min_weight=0.5, max_weight=2.0, strength=1.0, condition="verdict"
