@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,9 +28,11 @@ import numpy as np
 import numpy.typing as npt
 from _serve import free_port, served
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
 from judge_service.client import JudgeClient, arrays, to_padded
-from judge_service.devtools.tokenizers import synthetic_trace
 from judge_service.schemas import BatchResponse
+from tests.harness.tokenizers import synthetic_trace
 
 
 class MeteredTransport(httpx.HTTPTransport):

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 from _timing import median_ms
 
-from judge_service.devtools.tokenizers import build_metaspace_bpe, build_wordpiece, math_corpus
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
 from judge_service.trace import TokenizerCache
 from judge_service.trace.detokenize import LoadedTokenizer
+from tests.harness.tokenizers import build_metaspace_bpe, build_wordpiece, math_corpus
 
 EXTRA = ["Done 😀 — 漢字かな 🎉.", "Résumé: ça coûte 3 €."]
 

@@ -40,7 +40,9 @@ from _load import post_many
 from _serve import free_port, missing_dependencies, served
 from _timing import median_ms
 
-from judge_service.devtools.tokenizers import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
+from tests.harness.tokenizers import (
     build_byte_level_bpe,
     build_metaspace_bpe,
     math_corpus,

@@ -4,7 +4,7 @@ while a 100,000-rollout job is created and cancelled.
 Takeover: with the default settings (JUDGE_JOBS_DEAD_AFTER_S=5, reclaim after 600 s), a
 survivor worker and, per repeat, a victim worker (real ``judge-service worker``
 processes, 4 slots each) judge a job against a scripted Anthropic server
-(judge_service/devtools/scripted, 200 ms per call, two calls per rollout). Once the
+(tests/harness/scripted, 200 ms per call, two calls per rollout). Once the
 victim's judge sessions are under way it is SIGKILLed; timed: until none of its entries
 is pending under its name (taken over), and until the job has every result. Target:
 taken over in under 15 s.
@@ -39,15 +39,15 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from judge_service.config import Settings  # noqa: E402
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server  # noqa: E402
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, worker_settings  # noqa: E402
-from judge_service.devtools.tokenizers import build_byte_level_bpe  # noqa: E402
 from judge_service.jobs.queue import RedisJobStore  # noqa: E402
 from judge_service.jobs.service import JobService  # noqa: E402
 from judge_service.pipeline import Engine  # noqa: E402
 from judge_service.schemas import JobRequestBody  # noqa: E402
 from judge_service.store.redis_store import RedisStore  # noqa: E402
 from judge_service.trace.tokenizer import TokenizerCache  # noqa: E402
+from tests.harness.scripted import FakeProviderServer, anthropic_server  # noqa: E402
+from tests.harness.scripted.jobs import MODEL, add_sessions, worker_settings  # noqa: E402
+from tests.harness.tokenizers import build_byte_level_bpe  # noqa: E402
 
 PINGER = """
 import select, sys, time, redis

@@ -3,7 +3,7 @@
     git worktree add /tmp/old25 321d4f4   # or `git archive`, with the compiled modules
     .venv/bin/python bench/bench_grounding.py --before /tmp/old25 [--repeats 15]
 
-1. The attacks of `judge_service.devtools.attacks_lines`, each span list validated by
+1. The attacks of `tests.harness.attacks_lines`, each span list validated by
    the code in ``--before`` (a checkout of an earlier commit, run as a subprocess with
    its own ``judge_service``) and by this one, side by side: how many hostile spans each
    accepts and the credit (λ = 0.25) those put on false, proven-true and tainted lines.
@@ -24,15 +24,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from bench_validation import arithmetic_trace, hostile_mix, positive_spans
 
-from judge_service.devtools.attacks_lines import line_attacks, measure
-from judge_service.devtools.tokenizers import build_byte_level_bpe
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import TokenizerCache
 from judge_service.validate import Validator, Verdict
+from tests.harness.attacks_lines import line_attacks, measure
+from tests.harness.tokenizers import build_byte_level_bpe
 
 # Run inside the older checkout: validate each case with its own code, print what stays.
 _BEFORE = """

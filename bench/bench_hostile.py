@@ -27,7 +27,9 @@ from pathlib import Path
 import httpx
 from _serve import free_port, served
 
-from judge_service.devtools.tokenizers import build_byte_level_bpe, synthetic_trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
+from tests.harness.tokenizers import build_byte_level_bpe, synthetic_trace
 
 Request = Callable[[httpx.Client], httpx.Response]
 

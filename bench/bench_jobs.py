@@ -1,6 +1,6 @@
 """Benchmark of jobs: one file of rollouts through 1, 2 and 4 worker processes, then again.
 
-A scripted Anthropic server (judge_service/devtools/scripted, in this process) answers
+A scripted Anthropic server (tests/harness/scripted, in this process) answers
 every call after 200 ms; each rollout is a two-call judge session (view_tokens, then
 submit_spans), so a worker with C rollouts in flight judges about C / 0.4 s rollouts per
 second and adding workers should add throughput. Each worker count gets its own Redis
@@ -34,15 +34,15 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from judge_service.config import Settings  # noqa: E402
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server  # noqa: E402
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, worker_settings  # noqa: E402
-from judge_service.devtools.tokenizers import build_byte_level_bpe  # noqa: E402
 from judge_service.jobs.queue import RedisJobStore  # noqa: E402
 from judge_service.jobs.service import JobService  # noqa: E402
 from judge_service.pipeline import Engine  # noqa: E402
 from judge_service.schemas import JobRequestBody  # noqa: E402
 from judge_service.store.redis_store import RedisStore  # noqa: E402
 from judge_service.trace.tokenizer import TokenizerCache  # noqa: E402
+from tests.harness.scripted import FakeProviderServer, anthropic_server  # noqa: E402
+from tests.harness.scripted.jobs import MODEL, add_sessions, worker_settings  # noqa: E402
+from tests.harness.tokenizers import build_byte_level_bpe  # noqa: E402
 
 DELAY_S = 0.2
 

@@ -32,11 +32,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted import anthropic_server, call, submit
-from judge_service.devtools.scripted.harness import make_provider, make_request
-from judge_service.devtools.scripted.inprocess import ScriptedProvider
-from judge_service.devtools.scripted.script import ScriptBook
-from judge_service.devtools.tokenizers import MATH_CORPUS, build_byte_level_bpe
 from judge_service.judges import registry
 from judge_service.judges.base import JudgeLimits, JudgeRequest
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
@@ -48,6 +43,11 @@ from judge_service.schemas import Options, Rollout
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
 from judge_service.validate import validate_spans
+from tests.harness.scripted import anthropic_server, call, submit
+from tests.harness.scripted.harness import make_provider, make_request
+from tests.harness.scripted.inprocess import ScriptedProvider
+from tests.harness.scripted.script import ScriptBook
+from tests.harness.tokenizers import MATH_CORPUS, build_byte_level_bpe
 
 DELAY_S = 0.2
 CALLS = 6

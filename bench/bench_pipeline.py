@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
+from pathlib import Path
 
 from _timing import median_ms
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
 from judge_service import credit
-from judge_service.devtools.tokenizers import synthetic_trace
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.trace import TokenizerCache, mark
 from judge_service.validate import validate_spans
+from tests.harness.tokenizers import synthetic_trace
 
 
 def main() -> None:

@@ -15,16 +15,20 @@ time, max |difference| of the summed answer log-probs at most 1e-4.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from judge_service.devtools.tokenizers import synthetic_trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
 from judge_service.probe.endings import ENDING_FAMILIES, encode_suffix
 from judge_service.probe.scorer import LMScorer
 from judge_service.trace import TokenizerCache
+from tests.harness.tokenizers import synthetic_trace
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Runs `judge-service judge` on the first N bundled example rollouts, once with native
 tool calls (tool_choice named: submit_spans) and once in JSON mode, with the settings
-of README "Self-hosted judge model", and prints per rollout: status, judge latency and
+of docs/llm-judges.md "Self-hosted judge model", and prints per rollout: status, judge latency and
 queue time, model turns, input and output tokens, and what stopped the session.
 
     .venv/bin/python bench/bench_real_server.py [--rollouts 3] [--deadline-s 300]
@@ -24,7 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from judge_service.devtools import llama_server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
+from tests.harness import llama_server
 
 REPO = Path(__file__).resolve().parents[1]
 

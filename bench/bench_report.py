@@ -16,17 +16,20 @@ import argparse
 import json
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
 from judge_service import credit
-from judge_service.devtools.tokenizers import synthetic_trace
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.schemas import Rollout
 from judge_service.spans import Span
 from judge_service.trace import TokenizerCache
 from judge_service.view.report import write_report
+from tests.harness.tokenizers import synthetic_trace
 
 CODES = ["evidence_not_anchored", "overlap", "flood", "evidence_not_found", "out_of_range"]
 

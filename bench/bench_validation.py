@@ -8,7 +8,7 @@
    trace included), a second check on the same one (fold reused), and the old
    validator. A second row: a trace of arithmetic lines under positive spans (the
    grounding check runs the exact checker on every line they touch).
-2. The attacks of `judge_service.devtools.attacks` through both validators, with the
+2. The attacks of `tests.harness.attacks` through both validators, with the
    credit they leave on the erroneous line, and the fence imitation in the judge's view.
 
 The old validator and marker code are read from commit 8be3b0e with ``git show``
@@ -32,19 +32,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
 from judge_service.credit import token_credit
 from judge_service.devtools.arith_traces import trace_text
-from judge_service.devtools.attacks import (
-    ATTACK_TRACE,
-    ERROR_LINE,
-    attacks,
-)
-from judge_service.devtools.tokenizers import build_byte_level_bpe, synthetic_trace
 from judge_service.folding import FoldedText
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.trace import Trace, mark
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
 from judge_service.validate import ValidationReport, Validator
+from tests.harness.attacks import (
+    ATTACK_TRACE,
+    ERROR_LINE,
+    attacks,
+)
+from tests.harness.tokenizers import build_byte_level_bpe, synthetic_trace
 
 OLD_COMMIT = "8be3b0e"
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,9 @@ from typing import Any
 
 from bench_e2e import UNICODE, WORDS, arithmetic, prose
 
-from judge_service.devtools.tokenizers import build_metaspace_bpe
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+
+from tests.harness.tokenizers import build_metaspace_bpe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,10 @@
 # compose project is always taken down (its volume too).
 #
 # Needs: a Docker engine, Compose (v2 plugin or Debian's docker-compose 1.29), git,
-# python3; debootstrap for the base (installed with apt-get as root when missing).
+# python3; debootstrap for the base (installed with apt-get as root when missing; .ci/run
+# installs all three from Debian: docker.io, docker-compose, debootstrap). The images'
+# Python packages come from PyPI (through the host's CA, copied into the base) or from
+# the host's PIP_INDEX_URL / PIP_EXTRA_INDEX_URL where they are http(s).
 # Settings: JUDGE_BASE_IMAGE (default judge-base:bookworm: built here if missing),
 # DEBIAN_MIRROR (default: the one apt uses), COMPOSE_CHECK_ROLLOUTS (per job, 2000),
 # COMPOSE_CHECK_TIMEOUT_S (after a kill, 120), COMPOSE_CHECK_CRASH (1 as root),
@@ -96,17 +99,35 @@ else
 fi
 
 # 2. The images. The service's build context is what git sees (tracked and untracked,
-# not ignored), so a local .venv never travels to the daemon.
+# not ignored), so a local .venv never travels to the daemon, less the top-level names
+# of .dockerignore (tests/, docs/, ARCHITECTURE.md, ...: a change there rebuilds
+# nothing), plus the Dockerfile. The daemon does not apply .dockerignore to a context
+# sent as a tar. A pip index of the host's (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL: http(s)
+# only; a file:// one means nothing in the build) is passed to the build.
 t=$SECONDS
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  git ls-files -z --cached --others --exclude-standard \
+  excludes=()
+  while read -r line; do
+    excludes+=(":(exclude)${line%/}")
+  done < <(grep -E '^[A-Za-z0-9._-]+/?$' .dockerignore 2>/dev/null || true)
+  { git ls-files -z --cached --others --exclude-standard -- . "${excludes[@]}"
+    printf 'docker/Dockerfile\0'; } \
     | tar --null --ignore-failed-read -T - -c -f "$work/context.tar" 2>/dev/null
 else
   tar --exclude=./.venv --exclude=./.git -c -f "$work/context.tar" .
 fi
+pip_args=()
+for name in PIP_INDEX_URL PIP_EXTRA_INDEX_URL; do
+  urls=$(printf '%s\n' ${!name:-} | grep -E '^https?://' | paste -s -d ' ' || true)
+  if [ -n "$urls" ]; then pip_args+=(--build-arg "$name=$urls"); fi
+done
+if [ -n "${PIP_TRUSTED_HOST:-}" ]; then
+  pip_args+=(--build-arg "PIP_TRUSTED_HOST=$PIP_TRUSTED_HOST")
+fi
 previous=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
-docker build -q -t "$IMAGE" --build-arg BASE_IMAGE="$BASE_IMAGE" -f docker/Dockerfile - \
-  <"$work/context.tar" >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 1; }
+docker build -t "$IMAGE" --build-arg BASE_IMAGE="$BASE_IMAGE" "${pip_args[@]}" \
+  -f docker/Dockerfile - <"$work/context.tar" >"$work/build.log" 2>&1 \
+  || { tail -n 40 "$work/build.log"; exit 1; }
 if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$IMAGE")" ]; then
   docker rmi "$previous" >/dev/null 2>&1 || true  # the last build's, now untagged
 fi

@@ -50,8 +50,23 @@ def log(message: str) -> None:
 def run(*args: str, check: bool = True) -> str:
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
     if check and done.returncode != 0:
-        raise CheckFailed(f"{shlex.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
+        said = (done.stderr or done.stdout).strip()
+        raise CheckFailed(f"{shlex.join(args)}: exit {done.returncode}: {said}")
     return done.stdout
+
+
+def pause(container: str, attempts: int = 5) -> bool:
+    """`docker pause`, tried a few times: runc gives up ("unable to freeze") when the
+    cgroup freezer does not settle in time, e.g. while a process of the container forks
+    (a healthcheck's exec) on a loaded host."""
+    for _ in range(attempts):
+        try:
+            run("docker", "pause", container)
+            return True
+        except CheckFailed as exc:
+            log(f"{exc}; again")
+            time.sleep(0.2)
+    return False
 
 
 class Api:
@@ -220,13 +235,14 @@ def judge_through_a_kill(project: Project, n: int, how: str, timeout_s: float) -
     job = api.call("POST", "/v1/jobs", {"rollouts": sent, "options": options}, timeout=120)["id"]
     log(f"{how}: job {job}, {len(sent)} rollouts")
     victim: str | None = None
-    consumer, orphaned = "", 0
+    consumer, orphaned, unfrozen = "", 0, 0
     while victim is None:
         view = api.call("GET", f"/v1/jobs/{job}")
         if view["status"] in TERMINAL:
             raise CheckFailed(
                 f"job {job} ended ({view['status']}) before a worker could be killed mid-job: "
-                "raise COMPOSE_CHECK_ROLLOUTS"
+                + (f"{unfrozen} pauses failed; " if unfrozen else "")
+                + "raise COMPOSE_CHECK_ROLLOUTS"
             )
         if view["counts"]["done"] < len(sent) // 10:
             time.sleep(0.05)
@@ -238,7 +254,9 @@ def judge_through_a_kill(project: Project, n: int, how: str, timeout_s: float) -
                 continue
             # Frozen (cgroup freezer), the worker acknowledges nothing: what it holds now is
             # exactly what the kill orphans. A frozen process dies of SIGKILL on thawing.
-            run("docker", "pause", container)
+            if not pause(container):
+                unfrozen += 1
+                continue  # another worker, or this one again in the next round
             held = project.pending_by_consumer().get(name, 0)
             if held == 0:
                 run("docker", "unpause", container)

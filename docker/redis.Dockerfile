@@ -6,7 +6,7 @@ FROM ${BASE_IMAGE}
 
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && mkdir -p /data && chown redis:redis /data
 
 WORKDIR /data

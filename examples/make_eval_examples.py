@@ -11,7 +11,7 @@
   also has a later arithmetic slip, which it then names instead).
 * ``gold_spans.jsonl``: 8 rollouts in the bundled tokenizer (``examples/tokenizer``,
   built by ``make_examples.py``) with gold spans by the rubric
-  (``judge_service/prompts/v1/rubric.md``). Each gold span is written here as a
+  (``prompts/v1/rubric.md``). Each gold span is written here as a
   phrase of the trace and its label; its token range is computed from the phrase
   with the service's own decoder, never typed by hand.
 

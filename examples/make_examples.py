@@ -11,9 +11,12 @@ sampled ids would.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from judge_service.devtools.tokenizers import build_byte_level_bpe, math_corpus
+# The tokenizer builder is test harness (tests/harness/), not part of the package.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.harness.tokenizers import build_byte_level_bpe, math_corpus
 
 HERE = Path(__file__).resolve().parent
 TOKENIZER = HERE / "tokenizer"

@@ -1,4 +1,6 @@
-"""From accepted spans to per-token credit, advantages and the judge's share (DESIGN.md).
+"""From accepted spans to per-token credit, advantages and the judge's share.
+
+The formulas are docs/design.md "Credit".
 
 ::
 

@@ -1,6 +1,6 @@
 """What the exact checker says of each line of a trace, found once per rollout and shared.
 
-Validation grounds *lines*, not spans (README "What a span must show: validation"):
+Validation grounds *lines*, not spans (docs/concepts.md "Validation: what a span must show"):
 the judge's word never outweighs a computation, however a span cuts the claim. The
 checker is the rules judge's (`judges.rules.claims.find_links`: exact numbers, other
 spellings read through `forms.checker_form`, anything doubtful skipped). For every

@@ -1,6 +1,6 @@
 """A judgment, and the result a request gets from it.
 
-What is cached is the judgment, not the credit (DESIGN "Credit"): the accepted
+What is cached is the judgment, not the credit (docs/design.md "Credit"): the accepted
 spans, every rejection (with its round), the judge's usage and, when the
 judging request asked for it, the transcript. The credit knobs (λ, κ,
 ``kappa_mode``, ``min_confidence``, label scores, the encoding) and the
@@ -108,7 +108,7 @@ def to_result(
     """The result of one request: the judgment with this request's credit options applied.
     A hit reports zero usage (it cost no judge tokens) and this request's latency.
     `mask` is the rollout's response_mask (its length checked by the caller): credit and
-    advantage are 0 where it is 0 (DESIGN "Wire format"); the judgment is the same with or
+    advantage are 0 where it is 0 (docs/design.md "Wire format"); the judgment is the same with or
     without it, so it is applied here, per request, like the other credit options.
     `reweight` is w[t] of options.reweight (methods/reweight.py; 0 where the mask is 0):
     it multiplies A_i; `reweight_diagnostics` (CSCR's) go into the result as they are."""

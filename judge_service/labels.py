@@ -1,26 +1,27 @@
-"""The default label taxonomy of DESIGN.md and its scores."""
+"""`judge_service.labels`, kept for its callers: a re-export of
+`judge_service_client.labels`, defined once in the
+judge-service-client distribution (client/ of this repository). Monkeypatch there,
+where the names are looked up.
+"""
 
-from __future__ import annotations
-
-from types import MappingProxyType
-from typing import Final
-
-VERIFIED_CORRECTION: Final = "verified_correction"
-VALID_PROGRESS: Final = "valid_progress"
-USEFUL_EXPLORATION: Final = "useful_exploration"
-NEUTRAL: Final = "neutral"
-UNPRODUCTIVE_REPETITION: Final = "unproductive_repetition"
-UNSUPPORTED: Final = "unsupported"
-INVALID: Final = "invalid"
-
-DEFAULT_LABEL_SCORES: Final = MappingProxyType(
-    {
-        VERIFIED_CORRECTION: 1.0,
-        VALID_PROGRESS: 0.5,
-        USEFUL_EXPLORATION: 0.25,
-        NEUTRAL: 0.0,
-        UNPRODUCTIVE_REPETITION: -0.25,
-        UNSUPPORTED: -0.5,
-        INVALID: -1.0,
-    }
+from judge_service_client.labels import (
+    DEFAULT_LABEL_SCORES,
+    INVALID,
+    NEUTRAL,
+    UNPRODUCTIVE_REPETITION,
+    UNSUPPORTED,
+    USEFUL_EXPLORATION,
+    VALID_PROGRESS,
+    VERIFIED_CORRECTION,
 )
+
+__all__ = [
+    "DEFAULT_LABEL_SCORES",
+    "INVALID",
+    "NEUTRAL",
+    "UNPRODUCTIVE_REPETITION",
+    "UNSUPPORTED",
+    "USEFUL_EXPLORATION",
+    "VALID_PROGRESS",
+    "VERIFIED_CORRECTION",
+]

@@ -1,8 +1,8 @@
-"""README's settings tables, rendered from `Settings`' field descriptions.
+"""The docs' settings tables (docs/settings.md), rendered from `Settings`' field descriptions.
 
-The descriptions in `judge_service.config` are the one source; README.md holds the rendered
-tables between the markers below, and tests/test_settings_doc.py fails when the two drift.
-After changing a setting, rewrite README.md's block with::
+The descriptions in `judge_service.config` are the one source; docs/settings.md holds the
+rendered tables between the markers below, and tests/test_settings_doc.py fails when the two
+drift. After changing a setting, rewrite the page's block with::
 
     .venv/bin/python -m judge_service.settings_doc
 """
@@ -20,7 +20,7 @@ from judge_service.config import Settings
 
 BEGIN = "<!-- settings:begin -->"
 END = "<!-- settings:end -->"
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 
 # One table per concern, from the concern's class in judge_service.config: (key, heading,
 # its fields in the order the class defines them). `Settings` is built from exactly these
@@ -89,7 +89,7 @@ def render_tables() -> str:
 
 
 def readme_block(text: str) -> str:
-    """What README text holds between the markers, without the blank lines around it."""
+    """What a page's text holds between the markers, without the blank lines around it."""
     start = text.index(BEGIN) + len(BEGIN)
     return text[start : text.index(END, start)].strip("\n")
 
@@ -101,7 +101,7 @@ def rewrite(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    path = Path(argv[0]) if argv else README
+    path = Path(argv[0]) if argv else PAGE
     text = path.read_text(encoding="utf-8")
     updated = rewrite(text)
     if updated != text:

@@ -62,7 +62,7 @@ NEEDS_PRIOR_INVALID: Final = frozenset({L.VERIFIED_CORRECTION, L.UNSUPPORTED})
 
 @dataclass(frozen=True)
 class SpanLimits:
-    """The structural limits of DESIGN "Span validation" (settings JUDGE_MAX_*)."""
+    """The structural limits of docs/design.md "Span validation" (settings JUDGE_MAX_*)."""
 
     max_point_tokens: int = 512
     max_region_share: float = 0.5  # of the trace, for all region spans together
@@ -155,12 +155,13 @@ def as_int(value: object) -> int | None:
 
 
 def unlocked(spans: Sequence[Span], min_confidence: float) -> list[bool]:
-    """Which of `spans` (disjoint) stand on an error (README "What a span must show: validation",
-    structure): every span but a ``verified_correction`` or ``unsupported`` does; those
-    need an ``invalid`` that ends before them and scores (confidence >= `min_confidence`),
-    and each such invalid unlocks at most one ``verified_correction`` (one mistake, one
-    repair): corrections are matched most confident first, each to the nearest unmatched
-    invalid before it. A dependence (``unsupported``) needs no invalid of its own."""
+    """Which of `spans` (disjoint) stand on an error (docs/concepts.md "Validation: what a
+    span must show", structure): every span but a ``verified_correction`` or
+    ``unsupported`` does; those need an ``invalid`` that ends before them and scores
+    (confidence >= `min_confidence`), and each such invalid unlocks at most one
+    ``verified_correction`` (one mistake, one repair): corrections are matched most
+    confident first, each to the nearest unmatched invalid before it. A dependence
+    (``unsupported``) needs no invalid of its own."""
     return unlocked_columns(
         [s.start for s in spans],
         [s.end for s in spans],

@@ -1,4 +1,5 @@
-"""Checking a judge's spans against the trace (README "What a span must show: validation").
+"""Checking a judge's spans against the trace (docs/concepts.md "Validation: what a span
+must show"; the rules and codes: docs/design.md "Span validation").
 
 The judge is untrusted: a span becomes credit only when its evidence
 *anchors* it and the exact checker does not contradict it. In order, for each

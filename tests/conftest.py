@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from judge_service.devtools.tokenizers import build_byte_level_bpe, build_metaspace_bpe
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
+from tests.harness.tokenizers import build_byte_level_bpe, build_metaspace_bpe
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -95,7 +95,7 @@ def example_rollouts() -> list[dict[str, object]]:
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, Any]]:
     """Scripted Anthropic and OpenAI servers on loopback, one pair per test module."""
-    from judge_service.devtools.scripted import anthropic_server, openai_server
+    from tests.harness.scripted import anthropic_server, openai_server
 
     with anthropic_server() as anthropic, openai_server() as openai:
         yield {"anthropic": anthropic, "openai": openai}

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from judge_service import metrics
-from judge_service.devtools.attacks import ATTACK_TRACE, ERROR_LINE, Attack, attacks
-from judge_service.devtools.scripted import FakeProviderServer, call
-from judge_service.devtools.scripted.harness import context_text, llm_settings
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Result, Rollout
 from judge_service.store.memory import MemoryStore
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.attacks import ATTACK_TRACE, ERROR_LINE, Attack, attacks
+from tests.harness.scripted import FakeProviderServer, call
+from tests.harness.scripted.harness import context_text, llm_settings
 
 JUDGE = "openai:gpt-test"
 

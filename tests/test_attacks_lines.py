@@ -24,8 +24,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from judge_service.devtools.attacks import quote_span
-from judge_service.devtools.attacks_lines import (
+from judge_service.folding import fold
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.pipeline import Engine
+from judge_service.schemas import Options, Result, Rollout
+from judge_service.store.memory import MemoryStore
+from judge_service.trace import Trace
+from judge_service.trace.tokenizer import LoadedTokenizer
+from judge_service.validate import validate_spans
+from tests.harness.attacks import quote_span
+from tests.harness.attacks_lines import (
     ATTACK_NAMES,
     CORRECT_ANSWER,
     CORRECT_CASE,
@@ -37,16 +45,8 @@ from judge_service.devtools.attacks_lines import (
     line_tokens,
     measure,
 )
-from judge_service.devtools.scripted import FakeProviderServer, call
-from judge_service.devtools.scripted.harness import llm_settings
-from judge_service.folding import fold
-from judge_service.labels import DEFAULT_LABEL_SCORES
-from judge_service.pipeline import Engine
-from judge_service.schemas import Options, Result, Rollout
-from judge_service.store.memory import MemoryStore
-from judge_service.trace import Trace
-from judge_service.trace.tokenizer import LoadedTokenizer
-from judge_service.validate import validate_spans
+from tests.harness.scripted import FakeProviderServer, call
+from tests.harness.scripted.harness import llm_settings
 
 JUDGE = "openai:gpt-test"
 POSITIVE = [label for label, score in DEFAULT_LABEL_SCORES.items() if score > 0]

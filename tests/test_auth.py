@@ -49,6 +49,7 @@ def _rollout(bpe: LoadedTokenizer) -> dict[str, Any]:
     return {"id": "r", "problem": "17 × 24?", "response_token_ids": ids}
 
 
+@pytest.mark.redis
 def test_missing_and_wrong_keys_are_401(server: str, bpe: LoadedTokenizer) -> None:
     body = {"rollout": _rollout(bpe)}
     for key in (None, "wrong-key", ALPHA + "x", ALPHA[:-1]):
@@ -66,6 +67,7 @@ def test_missing_and_wrong_keys_are_401(server: str, bpe: LoadedTokenizer) -> No
         assert client.get("/readyz").status_code == 200
 
 
+@pytest.mark.redis
 def test_a_key_sees_only_its_own_jobs_and_judgments(server: str, bpe: LoadedTokenizer) -> None:
     with _client(server, ALPHA) as alpha, _client(server, BETA) as beta:
         judged = alpha.post("/v1/judge", json={"rollout": _rollout(bpe)})
@@ -108,6 +110,7 @@ def limited_server(bpe_dir: Path) -> Iterator[str]:
     drop_prefix(url, prefix)
 
 
+@pytest.mark.redis
 def test_the_per_key_limit_answers_429_with_retry_after(limited_server: str) -> None:
     server = limited_server
     with _client(server, ALPHA) as alpha, _client(server, BETA) as beta:

@@ -77,6 +77,7 @@ def test_render_shows_markers_and_escapes(
     assert main(["render", str(src), "--id", "nope"]) == 1
 
 
+@pytest.mark.slow
 def test_console_script_openapi_matches_file() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "judge_service", "openapi"],
@@ -89,6 +90,7 @@ def test_console_script_openapi_matches_file() -> None:
 
 
 @pytest.mark.parametrize("access_log", [False, True])
+@pytest.mark.slow
 def test_serve_logs_requests_only_when_asked(tmp_path: Path, access_log: bool) -> None:
     """No line per request by default (its formatting was ~8% of a small request's time);
     ``--access-log`` brings uvicorn's back."""
@@ -107,6 +109,7 @@ def test_serve_logs_requests_only_when_asked(tmp_path: Path, access_log: bool) -
     assert ("GET /healthz?probe=1" in text) is access_log
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_oversized_request_head_and_keeps_serving(tmp_path: Path) -> None:
     """httptools buffers a header until it ends: a head past 64 KiB is a 431 before it is
     parsed, whatever follows, and requests of normal size on a kept-alive connection each

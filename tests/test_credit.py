@@ -1,4 +1,4 @@
-"""Credit formulas of DESIGN.md: scores, min_confidence, λ, κ cap, Dr. GRPO, judge share."""
+"""Credit formulas of docs/design.md: scores, min_confidence, λ, κ cap, Dr. GRPO, judge share."""
 
 from __future__ import annotations
 

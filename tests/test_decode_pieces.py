@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge_service.devtools.tokenizers import build_wordpiece, math_corpus
 from judge_service.trace.decode import Trace
 from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.tokenizer import TokenizerCache
+from tests.harness.tokenizers import build_wordpiece, math_corpus
 
 TEXTS = [
     "Let me compute 17 × 24 = 408 😀 and \\boxed{-5}.\nNext line",

@@ -13,11 +13,13 @@ import pytest
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
+from tests.harness.scripted import FakeProviderServer, anthropic_server
+from tests.harness.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import PrivateRedis, all_results, wait_job, wait_until
+
+pytestmark = pytest.mark.redis
 
 ROLLOUTS = 12
 TEXT = "<think>\n17 × 24 = 418.\nSo the answer is 418.\n</think>\n\\boxed{418}"

@@ -1,6 +1,7 @@
 """The deployment files, checked without a Docker engine: the compose file's services,
 their order on health, healthchecks, commands and settings; the images' install steps.
-docker/compose-check.sh runs them for real where a Docker engine is available."""
+docker/compose-check.sh runs them for real; .ci/run installs and starts a Docker engine
+for it."""
 
 from __future__ import annotations
 
@@ -146,39 +147,83 @@ def _instructions(path: Path) -> list[str]:
     return lines
 
 
+def _stages(lines: list[str]) -> list[list[str]]:
+    stages: list[list[str]] = []
+    for line in lines:
+        if line.startswith("FROM "):
+            stages.append([])
+        if stages:
+            stages[-1].append(line)
+    return stages
+
+
 def test_the_image_builds_on_a_debian_base_non_root_and_installs_the_repository() -> None:
     lines = _instructions(DOCKERFILE)
-    # The base is a build argument: a registry's Debian, or one built locally.
+    # The base is a build argument: a registry's Debian, or one built locally; both stages
+    # (the build, with the compiler, and the image) are on it.
     assert lines[0] == "ARG BASE_IMAGE=debian:bookworm-slim"
-    assert lines[1] == "FROM ${BASE_IMAGE}"
-    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    build, image = _stages(lines)
+    assert build[0] == "FROM ${BASE_IMAGE} AS build" and image[0] == "FROM ${BASE_IMAGE}"
+    users = [line.split()[1] for line in image if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
-    runs = [line for line in lines if line.startswith("RUN ")]
-    # Debian's Python in a virtual environment on PATH.
-    assert any("apt-get install" in r and "python3-venv" in r for r in runs)
-    assert any("python3 -m venv /opt/venv" in r for r in runs)
-    assert any(line.startswith("ENV ") and "PATH=/opt/venv/bin:$PATH" in line for line in lines)
-    # The dependencies from pyproject.toml alone (the base ones: no dev or probe extra, no
-    # torch), then the package from the repository without them.
-    installs = [r for r in runs if "pip install" in r]
-    assert len(installs) == 2
-    assert re.search(r"pip install \. ", installs[0]) and "[" not in installs[0]
-    assert re.search(r"pip install --no-deps \. ", installs[1] + " ")
-    copies = [line for line in lines if line.startswith("COPY ")]
-    assert copies[0] == "COPY pyproject.toml ./"
-    assert lines.index(copies[0]) < lines.index(installs[0]) < lines.index(copies[1])
-    for line in copies:  # everything copied exists in the repository
+    build_runs = [line for line in build if line.startswith("RUN ")]
+    runs = [line for line in image if line.startswith("RUN ")]
+    # Debian's Python in a virtual environment on PATH; the compiler only in the build
+    # stage (the rules judge's scanners, setup.py), no apt cache left in either.
+    assert any("apt-get install" in r and "python3-venv" in r and " gcc " in r for r in build_runs)
+    assert any("python3 -m venv /opt/venv" in r for r in build_runs)
+    assert any("apt-get install" in r and "python3 " in r for r in runs)
+    assert not any(word in r for r in runs for word in (" gcc", "python3-dev", "COPY . "))
+    for r in build_runs + runs:
+        if "apt-get install" in r:
+            assert "apt-get clean" in r and "rm -rf /var/lib/apt/lists/*" in r, r
+    for stage in (build, image):
+        assert any(line.startswith("ENV ") and "PATH=/opt/venv/bin:$PATH" in line for line in stage)
+    # The dependencies from pyproject.toml alone (its base dependencies: no extra, no
+    # torch; less the repository's own distributions, built from the checkout), then the
+    # repository's wheels from the whole context, every scanner compiled.
+    copies = [line for line in build if line.startswith("COPY ")]
+    assert copies == ["COPY pyproject.toml ./", "COPY . ./"]
+    deps = build.index(copies[0]) + 1
+    assert "tomllib" in build[deps] and "['dependencies']" in build[deps]
+    assert "judge[-_.]service" in build[deps] and "pip install -r" in build[deps]
+    assert "[" not in build[deps].split("pip install", 1)[1]
+    wheels = build[build.index(copies[1]) + 1]
+    assert "pip wheel --no-deps -w /wheels" in wheels and "./client" in wheels
+    assert "_*.pyx" in wheels and ".so" in wheels  # the extensions are optional in setup.py
+    # The image: the build stage's environment and wheels, installed and checked; no source
+    # tree in /app to shadow the installed packages (the compiled scanners).
+    assert "COPY --from=build /opt/venv /opt/venv" in image
+    assert "COPY --from=build /wheels /tmp/wheels" in image
+    (install,) = [r for r in runs if "pip install" in r]
+    assert "pip install /tmp/wheels/*.whl" in install and "pip check" in install
+    assert "glob('_*.so')" in install and "import_module" in install
+    own = [line for line in image if line.startswith("COPY ") and "--from" not in line]
+    assert own == ["COPY examples/ examples/"] and "WORKDIR /app" in image
+    for line in own:  # everything copied exists in the repository
         for source in line.split()[1:-1]:
             assert (ROOT / source).exists(), source
-    # The image installs the same package CI installs; the prompts travel inside it (package
-    # data), and the examples' tokenizer that judge.env allows beside it.
+    # The image installs the same package CI installs; the prompts travel inside it
+    # (package data), and the examples' tokenizer that judge.env allows beside it.
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "pip install -q -e '.[dev,probe,trainers]'" in ci
-    assert "COPY judge_service/ judge_service/" in lines
     assert not any("JUDGE_LLM_PROMPTS_DIR" in line for line in lines)
-    assert "COPY examples/ examples/" in lines and "WORKDIR /app" in lines
     assert (ROOT / "examples" / "tokenizer" / "tokenizer.json").is_file()
     assert "redis" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_the_build_context_leaves_out_what_the_image_never_needs() -> None:
+    ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+    for folder in (".venv/", ".git/", "tests/", "docs/", "bench/", ".ci/"):
+        assert folder in ignored, folder
+    # The image's sources stay in: the packages, setup.py's inputs, the examples.
+    for kept in ("judge_service", "sandbox", "examples", "pyproject.toml", "setup.py"):
+        assert not any(line.rstrip("/") == kept for line in ignored), kept
+    # docker/compose-check.sh sends a tar (the daemon applies no .dockerignore to one):
+    # it takes the top-level names of .dockerignore out itself and adds the Dockerfile.
+    text = (ROOT / "docker" / "compose-check.sh").read_text(encoding="utf-8")
+    assert ".dockerignore" in text and ":(exclude)" in text
+    assert "printf 'docker/Dockerfile\\0'" in text
 
 
 def test_the_redis_image_uses_debians_redis_on_the_same_base() -> None:
@@ -188,7 +233,7 @@ def test_the_redis_image_uses_debians_redis_on_the_same_base() -> None:
     assert "USER redis" in lines
 
 
-def test_ci_runs_the_compose_check_only_where_docker_is_usable() -> None:
+def test_ci_runs_the_compose_check_and_installs_what_it_needs() -> None:
     script = ROOT / "docker" / "compose-check.sh"
     assert script.stat().st_mode & 0o111  # executable
     text = script.read_text(encoding="utf-8")
@@ -197,3 +242,12 @@ def test_ci_runs_the_compose_check_only_where_docker_is_usable() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "docker info" in ci and "docker/compose-check.sh" in ci
     assert ci.index("pytest") < ci.index("docker/compose-check.sh")
+    compose = ci[ci.index("# docker compose, for real") :]
+    # Debian's engine, Compose v1 (no v2 plugin in Debian) and debootstrap for the base.
+    for package in ("docker.io", "docker-compose", "debootstrap"):
+        assert f"docker_packages+=({package})" in compose, package
+    assert 'apt-get install -y -qq "${docker_packages[@]}"' in compose
+    assert "dockerd >/tmp/ci-dockerd.log 2>&1 &" in compose
+    # Skipped only on request; no engine is a failure, not a skip.
+    assert compose.count("skipped") == 1 and 'JUDGE_COMPOSE_CHECK:-auto}" = skip' in compose
+    assert "FAILED: no Docker engine answers" in compose and 'exit "$compose_rc"' in compose

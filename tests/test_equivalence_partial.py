@@ -185,6 +185,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=180)
 
 
+@pytest.mark.slow
 def test_cli_takes_answers_that_start_with_a_minus() -> None:
     done = _cli("-\\frac{3}{4}", "-0.75")
     assert done.returncode == 0, done.stderr

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from judge_service.cli.main import main
-from judge_service.devtools.scripted import FakeProviderServer, Fault, Reply, openai_server, submit
 from judge_service.evaluation.segment import segment_steps
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
 from tests.conftest import EXAMPLES
+from tests.harness.scripted import FakeProviderServer, Fault, Reply, openai_server, submit
 
 # --- the command --------------------------------------------------------------------------
 

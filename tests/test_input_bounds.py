@@ -30,7 +30,7 @@ def url(bpe_dir: Path) -> Iterator[str]:
         yield live.url
 
 
-@pytest.fixture(scope="module", params=["memory", "redis"])
+@pytest.fixture(scope="module", params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def jobs_url(request: pytest.FixtureRequest, bpe_dir: Path) -> Iterator[str]:
     extra: dict[str, Any] = {"inprocess_worker": "off"}
     redis_url = prefix = None

@@ -247,6 +247,7 @@ def test_readme_snippets_run(service: str, name: str, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize("name", ["openrlhf", "skyrl", "slime", "prime_rl", "verl"])
+@pytest.mark.slow
 def test_each_module_imports_alone(name: str) -> None:
     """Importing one integration pulls in no other trainer (and the four tensor-only ones
     no trainer at all)."""

@@ -4,7 +4,6 @@ checked against the judge's own answer for the same token ids."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,8 @@ from judge_service.api.app import create_app
 from judge_service.config import Settings
 from judge_service.integrations.trl import JudgeCreditGRPOTrainer
 from tests.conftest import LiveServer
+from tests.readme_snippets import readme_block
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 PROBLEM = "What is 17 × 24?"
 EOS = "<|endoftext|>"
 # Fixed completions (rollout_func below): a false line, a true one, one with environment
@@ -260,15 +259,13 @@ def test_settings_other_than_dr_grpo_are_refused(
 def test_readme_trl_snippet_runs(
     server: LiveServer, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's TRL block, run as written, against the loopback server."""
-    text = README.read_text(encoding="utf-8")
-    found = re.search(r"<!-- snippet: trl\b[^>]*-->\s*```python\n(.*?)```", text, re.DOTALL)
-    assert found, "README.md lost its TRL snippet (<!-- snippet: trl --> then a python block)"
+    """The docs' TRL block (docs/trainers/trl.md), run as written, against the loopback server."""
+    code = readme_block("trl")
     monkeypatch.setenv("MODEL", str(tiny_model_dir))
     monkeypatch.setenv("JUDGE_URL", server.url)
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "readme_trl"}
-    exec(compile(found.group(1), "README.md:trl", "exec"), namespace)
+    exec(compile(code, "docs/trainers/trl.md", "exec"), namespace)
     trainer = namespace["trainer"]
     assert isinstance(trainer, JudgeCreditGRPOTrainer)
     assert trainer.state.global_step == trainer.args.max_steps

@@ -13,10 +13,10 @@ import pytest
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, worker_settings
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
+from tests.harness.scripted import FakeProviderServer, anthropic_server
+from tests.harness.scripted.jobs import MODEL, add_sessions, worker_settings
 from tests.redis_support import all_results, drop_prefix, require_redis, unique_prefix, wait_job
 
 WRONG = "<think>\n17 × 24 = 418.\nSo the answer is 418.\n</think>\n\\boxed{418}"
@@ -29,7 +29,7 @@ def provider() -> Iterator[FakeProviderServer]:
         yield fake
 
 
-@pytest.fixture(scope="module", params=["memory", "redis"])
+@pytest.fixture(scope="module", params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def server(
     request: pytest.FixtureRequest, bpe_dir: Path, provider: FakeProviderServer
 ) -> Iterator[str]:

@@ -23,11 +23,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
-from judge_service.devtools.scripted.script import Action, Step, View
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
+from tests.harness.scripted import FakeProviderServer, anthropic_server
+from tests.harness.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
+from tests.harness.scripted.script import Action, Step, View
 from tests.redis_support import (
     all_results,
     free_port,
@@ -41,6 +41,8 @@ from tests.redis_support import (
     wait_job,
     wait_until,
 )
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 TAKEOVER_S = 15  # the target, with the default JUDGE_JOBS_DEAD_AFTER_S (5 s)
 

@@ -19,10 +19,10 @@ import redis
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
+from tests.harness.scripted import FakeProviderServer, anthropic_server
+from tests.harness.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import (
     all_results,
     live_workers,
@@ -35,6 +35,8 @@ from tests.redis_support import (
     wait_job,
     wait_until,
 )
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 ROLLOUTS = 200
 DEADLINE_S, RECLAIM_S = 8, 9

@@ -10,8 +10,9 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from judge_service.config import Settings
-from judge_service.devtools.scripted.jobs import stored_payloads
 from judge_service.jobs.queue import RedisJobStore
 from judge_service.jobs.worker import Worker, WorkerConfig
 from judge_service.metrics import REGISTRY
@@ -19,7 +20,10 @@ from judge_service.pipeline import Engine
 from judge_service.schemas import Options
 from judge_service.store.redis_store import RedisStore
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted.jobs import stored_payloads
 from tests.redis_support import drop_prefix, require_redis, unique_prefix
+
+pytestmark = pytest.mark.redis
 
 POISON_AT = 3
 

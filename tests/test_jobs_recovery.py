@@ -16,7 +16,6 @@ import pytest
 import redis
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted.jobs import stored_payloads
 from judge_service.errors import StoreUnavailable
 from judge_service.jobs import failover
 from judge_service.jobs.model import Entry, Takeover
@@ -26,7 +25,10 @@ from judge_service.pipeline import Engine
 from judge_service.schemas import Options
 from judge_service.store.redis_store import RedisStore
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted.jobs import stored_payloads
 from tests.redis_support import drop_prefix, require_redis, unique_prefix
+
+pytestmark = pytest.mark.redis
 
 OPTIONS = Options(judge="rules", deadline_s=30).model_dump_json(exclude_none=True)
 
@@ -156,6 +158,7 @@ class Outage(RedisJobStore):
         return taken
 
 
+@pytest.mark.slow
 async def test_after_an_outage_no_one_is_declared_dead_until_heartbeats_had_time(
     setup: Setup,
 ) -> None:

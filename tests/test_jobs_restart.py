@@ -16,9 +16,9 @@ import httpx
 import pytest
 import redis
 
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, anthropic_server
+from tests.harness.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import (
     ROOT,
     all_results,
@@ -33,6 +33,8 @@ from tests.redis_support import (
     wait_until,
 )
 
+pytestmark = pytest.mark.redis
+
 ROLLOUTS = 24
 
 
@@ -42,6 +44,7 @@ def provider() -> Iterator[FakeProviderServer]:
         yield fake
 
 
+@pytest.mark.slow
 def test_an_api_restart_mid_job_loses_nothing(
     provider: FakeProviderServer, bpe: LoadedTokenizer, bpe_dir: Path, tmp_path: Path
 ) -> None:

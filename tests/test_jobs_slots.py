@@ -14,12 +14,14 @@ import pytest
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, anthropic_server
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, worker_settings
-from judge_service.devtools.scripted.script import Action, View
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
+from tests.harness.scripted import FakeProviderServer, anthropic_server
+from tests.harness.scripted.jobs import MODEL, add_sessions, worker_settings
+from tests.harness.scripted.script import Action, View
 from tests.redis_support import wait_job, wait_until
+
+pytestmark = pytest.mark.slow
 
 HOLD_S = 6.0
 

@@ -15,7 +15,7 @@ from judge_service.jobs.model import CANCELLED, JobStore
 from tests.redis_support import redis_job_store
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def jobs(request: pytest.FixtureRequest) -> AsyncIterator[JobStore]:
     if request.param == "memory":
         yield MemoryJobStore(ttl_s=600)

@@ -21,6 +21,8 @@ from judge_service.jobs.model import JobStore
 from judge_service.jobs.queue import RedisJobStore
 from tests.redis_support import ROOT, redis_job_store
 
+pytestmark = pytest.mark.redis
+
 
 @pytest.fixture
 async def jobs() -> AsyncIterator[RedisJobStore]:

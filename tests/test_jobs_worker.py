@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, Hang, anthropic_server
-from judge_service.devtools.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from judge_service.jobs.model import Entry, FinishKind
 from judge_service.jobs.queue import RedisJobStore
 from judge_service.jobs.service import JobService
@@ -25,7 +23,11 @@ from judge_service.pipeline import Engine
 from judge_service.schemas import JobRequestBody
 from judge_service.store.redis_store import RedisStore
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, Hang, anthropic_server
+from tests.harness.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import drop_prefix, require_redis, unique_prefix
+
+pytestmark = pytest.mark.redis
 
 
 @pytest.fixture(autouse=True)

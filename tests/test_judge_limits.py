@@ -20,20 +20,20 @@ import pytest
 from judge_service import metrics
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, Fault, call
-from judge_service.devtools.scripted.harness import (
-    CORRECTION,
-    WRONG_STEP,
-    encode,
-    llm_settings,
-    span,
-)
 from judge_service.errors import InputError
 from judge_service.judges.llm.llm_judge import LLMJudge, build_llm_judge
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
+from tests.harness.scripted import FakeProviderServer, Fault, call
+from tests.harness.scripted.harness import (
+    CORRECTION,
+    WRONG_STEP,
+    encode,
+    llm_settings,
+    span,
+)
 
 pytestmark = pytest.mark.usefixtures("provider_keys")
 

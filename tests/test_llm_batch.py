@@ -14,8 +14,14 @@ import numpy as np
 import pytest
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, Fault, Hang, call
-from judge_service.devtools.scripted.harness import (
+from judge_service.judges import registry
+from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
+from judge_service.judges.llm.ratelimit import reset_shared_limiters
+from judge_service.pipeline import Engine
+from judge_service.schemas import Options, Rollout
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, Fault, Hang, call
+from tests.harness.scripted.harness import (
     CORRECTION,
     WRONG_STEP,
     encode,
@@ -23,12 +29,6 @@ from judge_service.devtools.scripted.harness import (
     phrase_span,
     span,
 )
-from judge_service.judges import registry
-from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
-from judge_service.judges.llm.ratelimit import reset_shared_limiters
-from judge_service.pipeline import Engine
-from judge_service.schemas import Options, Rollout
-from judge_service.trace.tokenizer import LoadedTokenizer
 
 MODELS = {"anthropic": "anthropic:claude-test", "openai": "openai:gpt-test"}
 

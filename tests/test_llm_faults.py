@@ -9,18 +9,18 @@ import time
 
 import pytest
 
-from judge_service.devtools.scripted import (
+from judge_service.errors import ProviderError
+from judge_service.judges.base import JudgeLimits
+from judge_service.trace import Trace
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import (
     FakeProviderServer,
     Fault,
     Hang,
     Reply,
     submit,
 )
-from judge_service.devtools.scripted.harness import PROVIDERS, run, valid_spans
-from judge_service.errors import ProviderError
-from judge_service.judges.base import JudgeLimits
-from judge_service.trace import Trace
-from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted.harness import PROVIDERS, run, valid_spans
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)

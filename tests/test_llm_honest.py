@@ -20,16 +20,6 @@ import pytest
 from judge_service import metrics
 from judge_service.cli.main import main
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, Fault, Hang, View, call
-from judge_service.devtools.scripted.harness import (
-    CORRECTION,
-    PROVIDERS,
-    WRONG_STEP,
-    encode,
-    llm_settings,
-    phrase_span,
-    span,
-)
 from judge_service.judges import registry
 from judge_service.judges.llm.conversation import Completion, Prompt, Turn
 from judge_service.judges.llm.llm_judge import LLMJudge, endpoint
@@ -41,6 +31,16 @@ from judge_service.resolve import cache_key, resolve
 from judge_service.schemas import JudgeAttempt, JudgeInfo, Options, Rollout
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, Fault, Hang, View, call
+from tests.harness.scripted.harness import (
+    CORRECTION,
+    PROVIDERS,
+    WRONG_STEP,
+    encode,
+    llm_settings,
+    phrase_span,
+    span,
+)
 
 pytestmark = pytest.mark.usefixtures("provider_keys")
 MODELS = {"anthropic": "anthropic:claude-test", "openai": "openai:gpt-test"}

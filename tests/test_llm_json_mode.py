@@ -11,17 +11,6 @@ from typing import Any
 
 import pytest
 
-from judge_service.devtools.scripted import FakeProviderServer, Reply, call, openai_server, submit
-from judge_service.devtools.scripted.anthropic_wire import _strip_cache_control
-from judge_service.devtools.scripted.harness import (
-    PROVIDERS,
-    checker,
-    judge_tools,
-    llm_settings,
-    make_provider,
-    make_request,
-    valid_spans,
-)
 from judge_service.errors import BudgetError
 from judge_service.judges.base import Usage
 from judge_service.judges.llm.conversation import AssistantTurn, Completion
@@ -37,6 +26,17 @@ from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome
 from judge_service.judges.llm.loop import LoopConfig
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, Reply, call, openai_server, submit
+from tests.harness.scripted.anthropic_wire import _strip_cache_control
+from tests.harness.scripted.harness import (
+    PROVIDERS,
+    checker,
+    judge_tools,
+    llm_settings,
+    make_provider,
+    make_request,
+    valid_spans,
+)
 
 Steps = Callable[[Trace], list[Any]]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from judge_service.devtools.scripted.harness import make_request
 from judge_service.errors import InputError, RateLimitedError
 from judge_service.judges.base import Usage
 from judge_service.judges.llm import ratelimit
@@ -18,6 +17,7 @@ from judge_service.judges.llm.pricing import PriceTable
 from judge_service.judges.llm.prompt import DEFAULT_PROMPTS_DIR, PromptSet, fence_id
 from judge_service.judges.llm.ratelimit import RateLimiter, retry_after_seconds
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted.harness import make_request
 
 
 class FakeClock:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from judge_service.devtools.scripted.harness import (
+from judge_service.errors import BudgetError
+from judge_service.judges.base import JudgeLimits
+from judge_service.judges.llm.llm_judge import LLMJudge
+from judge_service.judges.llm.loop import STOP_CONDITIONS, LoopConfig
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted.harness import (
     CORRECTION,
     WRONG_STEP,
     checker,
@@ -12,13 +17,8 @@ from judge_service.devtools.scripted.harness import (
     make_request,
     span,
 )
-from judge_service.devtools.scripted.inprocess import ScriptedProvider
-from judge_service.devtools.scripted.script import Reply, ScriptBook, call, submit
-from judge_service.errors import BudgetError
-from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.llm_judge import LLMJudge
-from judge_service.judges.llm.loop import STOP_CONDITIONS, LoopConfig
-from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted.inprocess import ScriptedProvider
+from tests.harness.scripted.script import Reply, ScriptBook, call, submit
 
 
 def judge_for(book: ScriptBook, **config: float) -> LLMJudge:

@@ -17,14 +17,16 @@ from typing import Any
 
 import pytest
 
-from judge_service.devtools.scripted import (
+from judge_service.judges.base import JudgeLimits
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import (
     FakeProviderServer,
     anthropic_server,
     call,
     openai_server,
     submit,
 )
-from judge_service.devtools.scripted.harness import (
+from tests.harness.scripted.harness import (
     CORRECTION,
     TRACE_TEXT,
     WRONG_STEP,
@@ -33,8 +35,6 @@ from judge_service.devtools.scripted.harness import (
     make_request,
     span,
 )
-from judge_service.judges.base import JudgeLimits
-from judge_service.trace.tokenizer import LoadedTokenizer
 
 LONG_TRACE = TRACE_TEXT.replace(
     "</think>", "Let me re-check: 17 × 24 = 408. Yes.\n" * 60 + "</think>"

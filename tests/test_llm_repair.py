@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from judge_service.devtools.scripted import (
+from judge_service.errors import BudgetError, ProviderError
+from judge_service.judges.base import JudgeLimits
+from judge_service.judges.llm.loop import LoopConfig
+from judge_service.trace import Trace
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import (
     Call,
     FakeProviderServer,
     Fault,
@@ -20,7 +25,7 @@ from judge_service.devtools.scripted import (
     call,
     submit,
 )
-from judge_service.devtools.scripted.harness import (
+from tests.harness.scripted.harness import (
     CORRECTION,
     PROVIDERS,
     WRONG_STEP,
@@ -32,11 +37,6 @@ from judge_service.devtools.scripted.harness import (
     tool_results,
     valid_spans,
 )
-from judge_service.errors import BudgetError, ProviderError
-from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.loop import LoopConfig
-from judge_service.trace import Trace
-from judge_service.trace.tokenizer import LoadedTokenizer
 
 OCCURS = re.compile(r"the quote occurs at tokens \[(\d+), (\d+)\)")
 CUT = {"anthropic": "max_tokens", "openai": "length"}

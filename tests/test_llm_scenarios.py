@@ -11,7 +11,13 @@ import time
 
 import pytest
 
-from judge_service.devtools.scripted import (
+from judge_service.errors import BudgetError
+from judge_service.judges.base import JudgeLimits
+from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome
+from judge_service.judges.llm.pricing import PriceTable
+from judge_service.trace import Trace, strip_markers
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import (
     Call,
     FakeProviderServer,
     Reply,
@@ -19,7 +25,7 @@ from judge_service.devtools.scripted import (
     call,
     submit,
 )
-from judge_service.devtools.scripted.harness import (
+from tests.harness.scripted.harness import (
     CORRECTION,
     INJECTION,
     PROVIDERS,
@@ -33,12 +39,6 @@ from judge_service.devtools.scripted.harness import (
     tool_results,
     valid_spans,
 )
-from judge_service.errors import BudgetError
-from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome
-from judge_service.judges.llm.pricing import PriceTable
-from judge_service.trace import Trace, strip_markers
-from judge_service.trace.tokenizer import LoadedTokenizer
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)

@@ -13,9 +13,6 @@ from typing import Any
 
 import pytest
 
-from judge_service.devtools.scripted import FakeProviderServer, Reply, call, openai_server, submit
-from judge_service.devtools.scripted.conformance import LLAMA_CPP_PYTHON
-from judge_service.devtools.scripted.harness import checker, llm_settings, make_request, valid_spans
 from judge_service.errors import JudgeError
 from judge_service.judges.base import JudgeLimits
 from judge_service.judges.llm.llm_judge import LLMJudgeOutcome, build_llm_judge
@@ -25,6 +22,9 @@ from judge_service.judges.llm.openai_stream import (
     OVERSIZE_NOTE,
 )
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, Reply, call, openai_server, submit
+from tests.harness.scripted.conformance import LLAMA_CPP_PYTHON
+from tests.harness.scripted.harness import checker, llm_settings, make_request, valid_spans
 
 
 @pytest.fixture(autouse=True)

@@ -17,20 +17,20 @@ import openai
 import pytest
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted import FakeProviderServer, Reply, call, submit
-from judge_service.devtools.scripted.harness import (
-    PROVIDERS,
-    checker,
-    llm_settings,
-    make_request,
-    valid_spans,
-)
 from judge_service.errors import InputError
 from judge_service.judges.llm.llm_judge import LLMJudge, build_llm_judge
 from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.judges.llm.servers import PROFILES, profile_for, profile_for_owner
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, Reply, call, submit
+from tests.harness.scripted.harness import (
+    PROVIDERS,
+    checker,
+    llm_settings,
+    make_request,
+    valid_spans,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from judge_service import metrics
-from judge_service.devtools.scripted import (
+from judge_service.errors import JudgeError, ProviderError
+from judge_service.judges.base import JudgeLimits
+from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome, build_llm_judge
+from judge_service.judges.llm.loop import LoopConfig
+from judge_service.judges.llm.openai_provider import OpenAIProvider
+from judge_service.judges.llm.ratelimit import RateLimiter
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import (
     Call,
     FakeProviderServer,
     Fault,
@@ -24,8 +31,8 @@ from judge_service.devtools.scripted import (
     openai_server,
     submit,
 )
-from judge_service.devtools.scripted.conformance import LLAMA_CPP_PYTHON
-from judge_service.devtools.scripted.harness import (
+from tests.harness.scripted.conformance import LLAMA_CPP_PYTHON
+from tests.harness.scripted.harness import (
     PROVIDERS,
     checker,
     judge_tools,
@@ -35,13 +42,6 @@ from judge_service.devtools.scripted.harness import (
     tool_results,
     valid_spans,
 )
-from judge_service.errors import JudgeError, ProviderError
-from judge_service.judges.base import JudgeLimits
-from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome, build_llm_judge
-from judge_service.judges.llm.loop import LoopConfig
-from judge_service.judges.llm.openai_provider import OpenAIProvider
-from judge_service.judges.llm.ratelimit import RateLimiter
-from judge_service.trace.tokenizer import LoadedTokenizer
 
 
 @pytest.fixture(autouse=True)

@@ -12,25 +12,6 @@ from typing import Any
 import pytest
 
 from judge_service.cli.main import main
-from judge_service.devtools.scripted import (
-    FakeProviderServer,
-    Fault,
-    Hang,
-    Reply,
-    View,
-    anthropic_server,
-    call,
-    openai_server,
-    submit,
-)
-from judge_service.devtools.scripted.harness import (
-    PROVIDERS,
-    encode,
-    make_provider,
-    make_request,
-    valid_spans,
-)
-from judge_service.devtools.scripted.server import Recorded
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.json_mode import (
     AutoToolModeProvider,
@@ -44,6 +25,25 @@ from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import RateLimiter
 from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import (
+    FakeProviderServer,
+    Fault,
+    Hang,
+    Reply,
+    View,
+    anthropic_server,
+    call,
+    openai_server,
+    submit,
+)
+from tests.harness.scripted.harness import (
+    PROVIDERS,
+    encode,
+    make_provider,
+    make_request,
+    valid_spans,
+)
+from tests.harness.scripted.server import Recorded
 
 MODELS = {"anthropic": "claude-test", "openai": "gpt-test"}
 

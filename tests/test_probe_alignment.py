@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judge_service.devtools.tokenizers import build_byte_level_bpe, math_corpus
 from judge_service.probe.alignment import Aligner, map_boundaries
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
+from tests.harness.tokenizers import build_byte_level_bpe, math_corpus
 
 TEXT = (
     "<think>\nI need 17 × 24. Split 24 into 20 + 4.\n17 × 20 = 340 and 17 × 4 = 68.\n"

@@ -152,7 +152,7 @@ def test_probe_values_match_a_naive_pass_over_prompt_and_trace(files: dict[str, 
 def test_probe_maps_a_different_policy_tokenizer(files: dict[str, Any], bpe_dir: Path) -> None:
     other = TokenizerCache().get(str(bpe_dir))
     # The session tokenizer in conftest is trained like the model's; retrain to make it differ.
-    from judge_service.devtools.tokenizers import build_byte_level_bpe
+    from tests.harness.tokenizers import build_byte_level_bpe
 
     policy_dir = build_byte_level_bpe(files["folder"] / "policy", vocab_size=300)
     policy = TokenizerCache().get(str(policy_dir))

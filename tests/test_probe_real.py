@@ -15,6 +15,8 @@ from judge_service.probe.loading import smollm2_gguf  # noqa: E402
 from judge_service.probe.scorer import LMScorer  # noqa: E402
 from tests.test_probe_support import require_smollm2  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 PROBLEM = "What is 17 × 24?"
 RIGHT = (
     "I need 17 × 24. Split 24 into 20 + 4.\n"

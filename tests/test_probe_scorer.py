@@ -25,6 +25,7 @@ def _suffixes(tok: LoadedTokenizer) -> list:
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 @pytest.mark.parametrize("chunk_size", [7, 1024])
+@pytest.mark.slow
 def test_cached_equals_naive_at_every_cut(bpe: LoadedTokenizer, arch: str, chunk_size: int) -> None:
     scorer = LMScorer(tiny_model(bpe.vocab_size, arch), bpe.hf)
     rng = np.random.default_rng(1)

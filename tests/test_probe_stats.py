@@ -243,6 +243,7 @@ def _null_structure(
     return data, arr[:, 0].astype(int), dicts
 
 
+@pytest.mark.slow
 def test_the_problem_clustered_ci_covers_a_null_slope_95_percent_of_the_time() -> None:
     # 64 traces in 16 problems of 4 (the bundled samples' shape), 1-6 spans each.
     rng = np.random.default_rng(7)
@@ -258,7 +259,8 @@ def test_the_problem_clustered_ci_covers_a_null_slope_95_percent_of_the_time() -
 def test_no_ci_is_printed_when_few_traces_carry_within_trace_contrast() -> None:
     from judge_service.probe.audit import effect
 
-    # 10 traces, 3 of them with two or more spans: the README's clean effect of audit v2.
+    # 10 traces, 3 of them with two or more spans: audit v2's clean effect (BENCHMARKS.md
+    # "Audit history").
     rng = np.random.default_rng(8)
     _, _, rows = _null_structure(rng, 10, 1, (1, 2))
     extra = [dict(r, trace=f"t{k}", score=-r["score"]) for k, r in enumerate(rows[:3])]

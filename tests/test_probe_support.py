@@ -16,8 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from judge_service.devtools.tokenizers import build_byte_level_bpe  # noqa: E402
 from judge_service.probe.scorer import LMScorer  # noqa: E402
+from tests.harness.tokenizers import build_byte_level_bpe  # noqa: E402
 
 
 def tiny_model(vocab_size: int, arch: str = "llama", seed: int = 0, **extra: Any) -> Any:

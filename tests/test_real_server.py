@@ -1,5 +1,5 @@
 """Issue 11: the LLM judge against a real OpenAI-compatible server, llama-cpp-python
-serving SmolLM2-135M (`devtools/llama_server.py`), through the `judge-service judge`
+serving SmolLM2-135M (`tests/harness/llama_server.py`), through the `judge-service judge`
 command as a user runs it, with native tool calls.
 
 A 135M model cannot judge and nothing here asks it to. What must hold is the service's
@@ -24,8 +24,10 @@ from typing import Any
 
 import pytest
 
-from judge_service.devtools import llama_server
-from judge_service.devtools.llama_server import MODEL_ALIAS, LlamaServer
+from tests.harness import llama_server
+from tests.harness.llama_server import MODEL_ALIAS, LlamaServer
+
+pytestmark = [pytest.mark.real_server, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 ROLLOUTS = 3  # of the bundled examples, per mode

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted.harness import make_request
 from judge_service.judges.base import Judge
 from judge_service.judges.rules import claims, plain_claims, repetition, rules_judge
 from judge_service.judges.rules.final_answer import answers_match
@@ -22,6 +21,7 @@ from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Result, Rollout
 from judge_service.trace import markers
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted.harness import make_request
 
 
 @pytest.fixture(scope="module")

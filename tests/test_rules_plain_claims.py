@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,6 +65,7 @@ def plain_lines(draw: st.DrawFn) -> str:
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(near_plain_lines())
+@pytest.mark.slow
 def test_a_line_taken_as_plain_gets_the_token_readings_links(line: str) -> None:
     plain = plain_links(line)
     if plain is not None:
@@ -72,6 +74,7 @@ def test_a_line_taken_as_plain_gets_the_token_readings_links(line: str) -> None:
 
 @settings(max_examples=1500, deadline=None)
 @given(plain_lines())
+@pytest.mark.slow
 def test_plain_lines_take_the_fast_path_and_agree(line: str) -> None:
     plain = plain_links(line) if len(line) <= MAX_CHARS else lexed_links(line)
     assert plain is not None, line

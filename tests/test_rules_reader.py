@@ -23,6 +23,8 @@ except ImportError:  # pragma: no cover - an install without a C compiler
         raise
     pytest.skip("the compiled reader is not built here", allow_module_level=True)
 
+pytestmark = pytest.mark.native
+
 STATE = ("findings", "errors", "tainted", "tainted_numbers", "claims", "rechecks")
 
 
@@ -99,6 +101,7 @@ def traces(draw: st.DrawFn) -> str:
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
+@pytest.mark.slow
 def test_the_compiled_reader_equals_its_definition(text: str) -> None:
     same_reading(text)
 

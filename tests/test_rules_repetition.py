@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,7 @@ def traces(draw: st.DrawFn) -> list[str]:
 
 @settings(max_examples=300, deadline=None)
 @given(traces())
+@pytest.mark.slow
 def test_a_whole_trace_at_once_equals_one_sentence_at_a_time(sentences: list[str]) -> None:
     assert R.repeated_sentences(sentences) == one_at_a_time(sentences)
 

@@ -23,6 +23,8 @@ except ImportError:  # pragma: no cover - an install without a C compiler
         raise
     pytest.skip("the compiled scanners are not built here", allow_module_level=True)
 
+pytestmark = pytest.mark.native
+
 
 def test_the_judge_runs_the_compiled_scanners() -> None:
     assert plain_claims.plain_links is _plain.plain_links
@@ -43,12 +45,14 @@ def same_links(line: str) -> None:
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(near_plain_lines())
+@pytest.mark.slow
 def test_plain_links_near_the_grammar(line: str) -> None:
     same_links(line)
 
 
 @settings(max_examples=1500, deadline=None)
 @given(plain_lines())
+@pytest.mark.slow
 def test_plain_links_inside_the_grammar(line: str) -> None:
     same_links(line)
 
@@ -84,6 +88,7 @@ SENTENCE_CHARS = [*"ab .!?。", "Ab", " ", "  ", "\t", "\r", "\u3000", "\x85", "
 
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from(SENTENCE_CHARS), max_size=30).map("".join))
+@pytest.mark.slow
 def test_sentences_of_a_line(line: str) -> None:
     assert _sentences.sentences(line) == rules_judge.python_sentences(line)
 
@@ -141,12 +146,14 @@ def same_units(sentences: list[str]) -> None:
 
 @settings(max_examples=1500, deadline=None)
 @given(sentence_lists())
+@pytest.mark.slow
 def test_sentence_units_of_any_text(sentences: list[str]) -> None:
     same_units(sentences)
 
 
 @settings(max_examples=300, deadline=None)
 @given(traces())
+@pytest.mark.slow
 def test_sentence_units_of_repetitive_traces(sentences: list[str]) -> None:
     same_units(sentences)
 

@@ -358,6 +358,7 @@ def test_processes_a_call_starts_die_with_it() -> None:
         assert box.run("1 + 1").value == "2"
 
 
+@pytest.mark.slow
 async def test_other_calls_are_served_while_hostile_ones_run() -> None:
     spin = "while True:\n    pass"
     swallow = "while True:\n    try:\n        pass\n    except:\n        pass"

@@ -25,7 +25,7 @@ from tests.redis_support import drop_prefix, free_port, require_redis, unique_pr
 TEXT = "<think>\n17 × 24 = 418.\nSo the answer is 418.\n</think>\n\\boxed{418}"
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
     if request.param == "memory":
         yield MemoryStore()

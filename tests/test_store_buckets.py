@@ -112,6 +112,7 @@ async def run_script(buckets: Buckets, step: Callable[[float], Awaitable[None]])
     return answers
 
 
+@pytest.mark.redis
 async def test_both_backends_give_the_same_answers() -> None:
     now = [1000.0]
 
@@ -142,6 +143,7 @@ async def test_both_backends_give_the_same_answers() -> None:
     assert [a == 0 for a in shared] == [e == 0 for e in EXPECTED]
 
 
+@pytest.mark.redis
 async def test_redis_keys_and_ttls_stay_as_deployed() -> None:
     """Running deployments hold these keys: renaming them would reset every quota."""
     with shared_redis() as (url, prefix):
@@ -191,6 +193,8 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.redis
+@pytest.mark.slow
 def test_two_processes_share_one_provider_quota() -> None:
     with shared_redis() as (url, prefix):
         command = [sys.executable, "-c", CLIENT, url, prefix]
@@ -226,6 +230,7 @@ async def test_a_limiter_falls_back_to_its_own_buckets_without_redis() -> None:
     await conn.close()
 
 
+@pytest.mark.redis
 async def test_judges_built_with_a_quota_use_the_shared_buckets(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

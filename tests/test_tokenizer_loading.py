@@ -21,11 +21,11 @@ from fastapi import FastAPI
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.devtools.tokenizers import build_byte_level_bpe
 from judge_service.errors import TokenizerError, UnavailableError
 from judge_service.trace import loading
 from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache, TokenizerPolicy
 from tests.conftest import LiveServer
+from tests.harness.tokenizers import build_byte_level_bpe
 from tests.hub_support import Blackhole, FakeHub, refused_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -391,6 +391,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_hub_ids_download_and_then_load_from_the_cache_without_the_hub(
     bpe_dir: Path, tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""Span validation v2 exactly as DESIGN.md says: anchors, sizes, structure, floods, codes."""
+"""Span validation v2 exactly as docs/design.md says: anchors, sizes, structure, floods, codes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Property tests of span validation over random traces and random, partly hostile span sets.
 
 Whatever is submitted, validation never raises, every rejection carries a
-known code, and every accepted span satisfies every rule of DESIGN "Span
+known code, and every accepted span satisfies every rule of docs/design.md "Span
 validation", checked here independently of the implementation's indexes
 (plain per-span folding, the rules judge's link checker run per line).
 """

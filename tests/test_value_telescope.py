@@ -16,9 +16,6 @@ torch = pytest.importorskip("torch")
 
 from judge_service import spans as S  # noqa: E402
 from judge_service.config import Settings  # noqa: E402
-from judge_service.devtools.scripted.harness import judge_tools  # noqa: E402
-from judge_service.devtools.scripted.inprocess import ScriptedProvider  # noqa: E402
-from judge_service.devtools.scripted.script import ScriptBook, submit  # noqa: E402
 from judge_service.judges import registry  # noqa: E402
 from judge_service.judges.base import JudgeRequest  # noqa: E402
 from judge_service.judges.llm.llm_judge import LLMJudge  # noqa: E402
@@ -29,6 +26,9 @@ from judge_service.methods.value import ValueJudge, segments, trace_values  # no
 from judge_service.pipeline import Engine  # noqa: E402
 from judge_service.schemas import Options, Result, Rollout  # noqa: E402
 from judge_service.validate import Validator, Verdict  # noqa: E402
+from tests.harness.scripted.harness import judge_tools  # noqa: E402
+from tests.harness.scripted.inprocess import ScriptedProvider  # noqa: E402
+from tests.harness.scripted.script import ScriptBook, submit  # noqa: E402
 from tests.test_probe_support import tiny_model_dir  # noqa: E402
 
 # A false link, a line built on it, a wrong final answer (the reference is 408), and a line

@@ -29,6 +29,8 @@ from judge_service.trace import Trace
 from judge_service.trace.markers import escape_chars
 from tests.conftest import LiveServer
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = os.environ.get("JUDGE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Each would set window.pwned (or make a request) if it ran or loaded.
 PAYLOADS = [

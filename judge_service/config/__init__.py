@@ -3,7 +3,7 @@
 `Settings` is made of one class per concern, each in the module named for it, so a
 reader finds a setting with the code it governs; the environment names are flat
 (``JUDGE_LLM_MAX_RETRIES``, not nested), and so are the keyword arguments. Every field
-has a ``description``: README's settings tables are rendered from them, one table per
+has a ``description``: docs/settings.md's tables are rendered from them, one table per
 concern in `GROUPS`' order (`judge_service.settings_doc`; a test keeps them equal).
 Where the plain default reads badly in a table, a field carries
 ``json_schema_extra={"default_doc": ...}``.
@@ -25,7 +25,7 @@ from judge_service.config.judging import (
 from judge_service.config.llm import LLMSettings
 from judge_service.config.serving import APISettings, JobSettings, SandboxSettings, StoreSettings
 
-# (key, README heading, the concern's class): the order of README's tables.
+# (key, docs/settings.md heading, the concern's class): the order of its tables.
 GROUPS: tuple[tuple[str, str, type[BaseModel]], ...] = (
     ("judging", "Judging defaults", JudgingSettings),
     ("tokenizers", "Tokenizers", TokenizerSettings),

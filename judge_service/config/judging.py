@@ -133,7 +133,7 @@ class LimitSettings(BaseModel):
         "1024-rollout batch of 8k-token rollouts and costs ~450 MB to parse",
         json_schema_extra={"default_doc": "67108864 (64 MiB)"},
     )
-    # Span validation (DESIGN "Span validation"): what a judge's submission may claim.
+    # Span validation (docs/design.md "Span validation"): what a judge's submission may claim.
     max_spans: int = Field(
         default=256,
         ge=1,
@@ -157,7 +157,7 @@ class LimitSettings(BaseModel):
 
 
 class ScorerSettings(BaseModel):
-    """Model-internal credit (DESIGN "Credit methods beyond the span judge"): the
+    """Model-internal credit (docs/auditing.md "Model-internal credit"): the
     models that value:<model> and reweight cscr:/cort:<model> may name, and where they run."""
 
     allowed_scorer_models: Annotated[list[str] | None, NoDecode] = Field(

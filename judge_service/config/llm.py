@@ -128,7 +128,7 @@ class LLMSettings(BaseModel):
     )
     llm_prompt_version: str = Field(
         default="v1",
-        description="directory under `judge_service/prompts/` (or `JUDGE_LLM_PROMPTS_DIR`): "
+        description="directory under `prompts/` (or `JUDGE_LLM_PROMPTS_DIR`): "
         "`v1`, or `v2` (worked boundary example, a complete `submit_spans` example, anchoring "
         "rules, confidence anchors)",
     )

@@ -1,5 +1,5 @@
-"""``judge-service eval``: scoring a judge on traces with known labels (DESIGN "Evaluating a
-judge").
+"""``judge-service eval``: scoring a judge on traces with known labels (docs/serving.md,
+"Command line").
 
 * `records`: reading ProcessBench and gold-span records into rollouts to judge;
 * `segment`: a ProcessBench trace's steps as token ranges;

@@ -1,6 +1,6 @@
-"""One small module per RL trainer (``trl``, ``verl``, ``openrlhf``, ``slime``, ``skyrl``,
-``prime_rl``) that brings the service's per-token credit into that trainer's advantages.
-
-Deliberately import-free: each integration imports its own trainer, and only when it is
-itself imported, so ``judge_service.integrations.trl`` never pulls in verl and vice versa.
+"""`judge_service.integrations`, kept for its callers: each module re-exports its namesake
+in `judge_service_client.integrations` (``trl``, ``verl``, ``openrlhf``, ``slime``,
+``skyrl``, ``prime_rl``), defined once in the judge-service-client distribution (client/
+of this repository). Import-free, as there: each imports its own trainer only when it is
+itself imported.
 """

@@ -1,5 +1,5 @@
-"""Credit methods of the seed papers beyond the span judge (DESIGN "Credit methods beyond
-the span judge"), all on the probe's LM scorer:
+"""Credit methods of the seed papers beyond the span judge (docs/auditing.md
+"Model-internal credit"), all on the probe's LM scorer:
 
 * `value` - ``judge: "value:<model>"``: RREDCoT-style value differences as spans;
 * `reweight` - ``reweight: "cscr:<model>" | "cort:<model>"``: w[t] multiplying A_i;

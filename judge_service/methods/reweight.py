@@ -70,7 +70,7 @@ CSCR_INCORRECT = "A solution follows. Its final answer has been checked: it is i
 NEGLIGIBLE_SHIFT = 1e-3
 
 # The project's own defaults, not the papers' (their text could not be checked offline;
-# README "Model-internal credit"): a token keeps between half and twice its mean share
+# docs/auditing.md "Model-internal credit"): a token keeps between half and twice its mean share
 # of A_i, a bounded departure from GRPO's uniform credit.
 DEFAULTS: dict[Method, ReweightOptions] = {
     "cscr": ReweightOptions(

@@ -1,4 +1,4 @@
-"""The judge's prompts: loaded from ``judge_service/prompts/<version>/``, rendered, and versioned.
+"""The judge's prompts: loaded from ``prompts/<version>/``, rendered, and versioned.
 
 The rendered system text (instructions + rubric) depends only on the prompt
 files and the request's label set, and the context (problem, verdict,
@@ -19,7 +19,6 @@ from importlib.resources import files
 from pathlib import Path
 from string import Template
 
-import judge_service
 from judge_service.errors import InputError
 from judge_service.judges.base import JudgeRequest
 from judge_service.judges.llm.conversation import ToolSpec
@@ -54,9 +53,11 @@ PLACEHOLDERS: Mapping[str, tuple[str, ...]] = {
     "repair_budget": ("repair_tool_calls", "repair_tools"),
     "cutoff": ("max_tokens",),
 }
-# The prompts ship inside the package (package data), so a wheel installed anywhere finds
-# them; JUDGE_LLM_PROMPTS_DIR points elsewhere to try other wording without a reinstall.
-DEFAULT_PROMPTS_DIR = Path(str(files(judge_service) / "prompts"))
+# The prompts ship inside the package: the checkout's top-level prompts/ is the package
+# judge_service.prompts (pyproject.toml's package-dir), its files package data, so a wheel
+# installed anywhere and the editable install both find them through the import system.
+# JUDGE_LLM_PROMPTS_DIR points elsewhere to try other wording without a reinstall.
+DEFAULT_PROMPTS_DIR = Path(str(files("judge_service.prompts")))
 
 
 def default_prompts_dir() -> Path:

@@ -1,7 +1,7 @@
 """The rules judge: the embedded default that needs no API key.
 
 It reads the trace line by line and labels what it can check exactly, by the
-rubric it hands the LLM judges (``judge_service/prompts/v1/rubric.md``):
+rubric it hands the LLM judges (``prompts/v1/rubric.md``):
 
 * every numeric ``a = b`` link (`claims.find_links`): false -> ``invalid`` when it is
   the original error; false but computed from or landing on a tainted value (one

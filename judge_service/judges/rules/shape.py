@@ -1,7 +1,7 @@
 """The rules judge's final span list, shaped so that validation accepts every span.
 
 The rules judge is the fallback every LLM judge drops to, so a span of its own
-that validation rejects (DESIGN "Span validation") would be credit lost on the
+that validation rejects (docs/design.md "Span validation") would be credit lost on the
 one path that must not fail. Its candidate spans are cut to this shape here,
 by dropping (never stretching) what a rule forbids:
 

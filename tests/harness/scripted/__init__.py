@@ -8,7 +8,7 @@ the judge was sent (its last tool results), so the scripted judge can read
 tool output before it submits.
 """
 
-from judge_service.devtools.scripted.script import (
+from tests.harness.scripted.script import (
     Call,
     Fault,
     Hang,
@@ -19,7 +19,7 @@ from judge_service.devtools.scripted.script import (
     call,
     submit,
 )
-from judge_service.devtools.scripted.server import (
+from tests.harness.scripted.server import (
     FakeProviderServer,
     anthropic_server,
     openai_server,

@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from judge_service.config import Settings
-from judge_service.devtools.scripted.server import FakeProviderServer
 from judge_service.judges.base import JudgeLimits, JudgeRequest
 from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.llm_judge import LLMJudge, LLMJudgeOutcome
@@ -23,6 +22,7 @@ from judge_service.tools.trace_tools import SearchTraceTool, ViewTokensTool
 from judge_service.trace import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
 from judge_service.validate import ValidationReport, Verdict, validate_spans
+from tests.harness.scripted.server import FakeProviderServer
 
 PROVIDERS = ["anthropic", "openai"]
 

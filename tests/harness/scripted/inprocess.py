@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Sequence
 
-from judge_service.devtools.scripted.script import Fault, Hang, Reply, ScriptBook, View
 from judge_service.errors import ProviderError
 from judge_service.judges.base import Usage
 from judge_service.judges.llm.conversation import (
@@ -25,6 +24,7 @@ from judge_service.judges.llm.conversation import (
 )
 from judge_service.judges.llm.provider import Provider
 from judge_service.judges.llm.ratelimit import RateLimiter
+from tests.harness.scripted.script import Fault, Hang, Reply, ScriptBook, View
 
 _TAG = re.compile(r"SCRIPT:([\w-]+)")
 

@@ -13,14 +13,14 @@ import re
 import threading
 from typing import Any
 
-from judge_service.devtools.scripted.conformance import (
+from tests.harness.scripted.conformance import (
     STRICT,
     Strictness,
     cut,
     openai_cap,
     openai_refusal,
 )
-from judge_service.devtools.scripted.script import Fault, Reply, View, as_text
+from tests.harness.scripted.script import Fault, Reply, View, as_text
 
 PATH = "/v1/chat/completions"
 MIN_CACHED_TOKENS = 1024

@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from judge_service.devtools.scripted.script import Call, Fault, Reply
+from tests.harness.scripted.script import Call, Fault, Reply
 
 # Chat Completions request fields (platform.openai.com/docs/api-reference/chat/create).
 OPENAI_FIELDS = frozenset(

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge_service.devtools.attacks import ATTACK_TRACE, ERROR_LINE, quote_span, span_at
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.trace.decode import Trace
+from tests.harness.attacks import ATTACK_TRACE, ERROR_LINE, quote_span, span_at
 
 FIRST_LINE = "First 17 × 20 = 340."
 TAINTED_LINE = "So 340 + 78 = 418."  # holds, but adds the 78 that ERROR_LINE made up

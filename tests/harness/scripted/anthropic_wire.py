@@ -17,8 +17,8 @@ import re
 import threading
 from typing import Any
 
-from judge_service.devtools.scripted.conformance import STRICT, Strictness, anthropic_refusal, cut
-from judge_service.devtools.scripted.script import Fault, Reply, View, as_text
+from tests.harness.scripted.conformance import STRICT, Strictness, anthropic_refusal, cut
+from tests.harness.scripted.script import Fault, Reply, View, as_text
 
 PATH = "/v1/messages"
 MIN_CACHEABLE_TOKENS = 1024

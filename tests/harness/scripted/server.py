@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from judge_service.devtools.scripted.anthropic_wire import AnthropicWire
-from judge_service.devtools.scripted.conformance import STRICT, Strictness
-from judge_service.devtools.scripted.openai_wire import OpenAIWire
-from judge_service.devtools.scripted.script import (
+from tests.harness.scripted.anthropic_wire import AnthropicWire
+from tests.harness.scripted.conformance import STRICT, Strictness
+from tests.harness.scripted.openai_wire import OpenAIWire
+from tests.harness.scripted.script import (
     Fault,
     Hang,
     Reply,

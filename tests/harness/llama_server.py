@@ -125,7 +125,7 @@ def judge_env(
     *,
     max_tokens_per_call: int = 256,
 ) -> dict[str, str]:
-    """The settings a user of a one-slot llama.cpp server needs (README, "Self-hosted
+    """The settings a user of a one-slot llama.cpp server needs (docs/llm-judges.md, "Self-hosted
     judge model"): its base URL, its model alias, one request in flight, one rollout at
     a time (so no rollout spends its deadline queued behind another), a short turn."""
     env = {

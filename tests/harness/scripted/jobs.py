@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from judge_service.devtools.scripted import FakeProviderServer, call, submit
-from judge_service.devtools.scripted.harness import encode, valid_spans
 from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.harness.scripted import FakeProviderServer, call, submit
+from tests.harness.scripted.harness import encode, valid_spans
 
 MODEL = "anthropic:claude-test"
 

@@ -1,0 +1,293 @@
+"""verl: a reward manager that asks the service for credit, and the ``judge_credit``
+advantage estimator that adds it to the GRPO advantage.
+
+Read against verl 0.9.1 (PyPI) and ``volcengine/verl`` main (docs/trainers.md "verl"):
+
+* A registered estimator receives only ``token_level_rewards``, ``response_mask``,
+  ``config`` and ``index`` (``verl/trainer/ppo/ray_trainer.py``, ``compute_advantage``,
+  the ``else:`` branch); only ``"gdpo"`` also gets ``non_tensor_batch``. So the credit
+  has to ride *inside* ``token_level_rewards``.
+* A reward manager's ``run_single`` returns one float ``reward_score`` per sample, which
+  verl writes at the last valid response token of ``rm_scores``
+  (``verl/experimental/agent_loop/agent_loop.py`` ``_postprocess``;
+  ``verl/experimental/reward_loop/reward_manager/base.py`` ``assemble_rm_scores``); per-token
+  data can travel only in ``reward_extra_info`` (-> ``non_tensor_batch``), one value per
+  sample, hence credit as a ``base64-f32`` string.
+
+Encoding of ``token_level_rewards`` (row i, response mask m, outcome reward R_i, credit c):
+let s_i be the last position with m = 1 (the last model token: the sampled EOS of a
+finished response). Then ``r[i, t] = c[t]·m[t]`` for t ≠ s_i, and
+``r[i, s_i] = R_i − Σ_{t≠s_i} c[t]·m[t]``. The row still sums to R_i, so verl's own
+outcome estimators, its ``critic/score`` metrics and a run that forgets to switch the
+estimator all see exactly the outcome reward (credit is then simply ignored). The
+estimator decodes ``R_i = Σ_t r[i, t]`` and ``c[t] = r[i, t]·m[t]`` (t ≠ s_i): one
+position has to hold R_i, so **the credit of the last model token is dropped** (it is the
+EOS of a finished response, where credit should be ~0; a truncated row loses its last
+token's credit). With ``algorithm.use_kl_in_reward=True`` the per-token KL penalty lands
+in both parts (in R_i as its sum, per token in c); keep it off (GRPO uses the KL loss).
+
+The glue: verl copies ``reward_extra_info["judge_credit"]`` into ``non_tensor_batch``
+but never into ``rm_scores``. Importing this module wraps
+``extract_reward`` (``verl/trainer/ppo/reward.py``, which ``ray_trainer`` calls) so that it
+first folds that credit into
+``rm_scores`` with the encoding above (``fold_judge_credit``; a no-op for a batch without
+the key). Load the module in every verl process with verl's own hook,
+``VERL_USE_EXTERNAL_MODULES=judge_service_client.integrations.verl`` (``verl/__init__.py``), and
+train with the legacy trainer, ``trainer.use_v1=False``: the v1 trainer fetches a fixed
+field list from its TransferQueue (``verl/trainer/ppo/v1/trainer_base.py``) that carries no
+``reward_extra_info``, so there the credit would not arrive (not supported yet).
+
+Config::
+
+    VERL_USE_EXTERNAL_MODULES=judge_service_client.integrations.verl \\
+    JUDGE_URL=http://127.0.0.1:8000 JUDGE_OPTIONS='{"lambda": 0.5}' \\
+    python -m verl.trainer.main_ppo \\
+        trainer.use_v1=False reward.reward_manager.name=judge \\
+        algorithm.adv_estimator=judge_credit algorithm.norm_adv_by_std_in_grpo=False
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from verl import DataProto
+from verl.experimental.reward_loop.reward_manager import register
+from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+from verl.trainer.ppo import reward as verl_reward
+from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, register_adv_est
+
+from judge_service_client.client import AsyncJudgeClient
+from judge_service_client.schemas import Options, Result
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CREDIT_KEY",
+    "ESTIMATOR",
+    "JudgeRewardManager",
+    "compute_judge_credit_advantage",
+    "decode_token_rewards",
+    "encode_token_rewards",
+    "fold_judge_credit",
+]
+
+ESTIMATOR = "judge_credit"
+CREDIT_KEY = "judge_credit"
+STATUS_KEY = "judge_status"
+_FOLDED = "judge_credit_folded"
+
+
+def _outcome_slot(response_mask: torch.Tensor) -> torch.Tensor:
+    """(B,) index of each row's last position with mask 1 (0 for a row with none)."""
+    width = response_mask.shape[-1]
+    positions = torch.arange(width, device=response_mask.device).expand_as(response_mask)
+    return torch.where(response_mask > 0, positions, -1).max(dim=-1).values.clamp(min=0)
+
+
+def encode_token_rewards(
+    outcome: torch.Tensor, credit: torch.Tensor, response_mask: torch.Tensor
+) -> torch.Tensor:
+    """(B, L) ``token_level_rewards`` carrying outcome (B,) and credit (B, L): see the module
+    docstring. Credit outside the mask and at each row's last model token is dropped."""
+    if credit.shape != response_mask.shape or outcome.shape != credit.shape[:1]:
+        raise ValueError(
+            f"credit {tuple(credit.shape)}, response_mask {tuple(response_mask.shape)} and "
+            f"outcome {tuple(outcome.shape)} do not describe one (B, L) batch"
+        )
+    rows = torch.arange(credit.shape[0], device=credit.device)
+    slot = _outcome_slot(response_mask)
+    out = (credit * response_mask.to(credit.dtype)).to(torch.float32)
+    out[rows, slot] = 0.0
+    out[rows, slot] = outcome.to(torch.float32) - out.sum(dim=-1)
+    return out
+
+
+def decode_token_rewards(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (outcome (B,), credit (B, L)) that ``encode_token_rewards`` packed."""
+    rows = torch.arange(token_level_rewards.shape[0], device=token_level_rewards.device)
+    outcome = token_level_rewards.sum(dim=-1)
+    credit = token_level_rewards * response_mask.to(token_level_rewards.dtype)
+    credit[rows, _outcome_slot(response_mask)] = 0.0
+    return outcome, credit
+
+
+@register_adv_est(ESTIMATOR)  # type: ignore[untyped-decorator]  # verl types it as Any
+def compute_judge_credit_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray[Any, Any],
+    epsilon: float = 1e-6,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO advantage of the outcome (verl's own estimator) plus the judge's credit, on the
+    response mask. ``config.norm_adv_by_std_in_grpo`` is honoured; set it False (Dr. GRPO)
+    so that A_i and credit share one scale."""
+    norm = bool(getattr(config, "norm_adv_by_std_in_grpo", True)) if config is not None else True
+    if norm:
+        log.warning(
+            "judge_credit with norm_adv_by_std_in_grpo=True: A_i is divided by each group's std"
+            " and the credit is not; set algorithm.norm_adv_by_std_in_grpo=False (Dr. GRPO)"
+        )
+    outcome, credit = decode_token_rewards(token_level_rewards, response_mask)
+    rows = torch.arange(outcome.shape[0], device=outcome.device)
+    scalar = torch.zeros_like(token_level_rewards)
+    scalar[rows, _outcome_slot(response_mask)] = outcome
+    base, _ = compute_grpo_outcome_advantage(
+        token_level_rewards=scalar,
+        response_mask=response_mask,
+        index=index,
+        epsilon=epsilon,
+        norm_adv_by_std_in_grpo=norm,
+    )
+    advantages = base + credit * response_mask.to(credit.dtype)
+    return advantages, advantages
+
+
+def _decode_b64(value: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
+    if not isinstance(value, str | bytes) or not value:
+        return np.zeros(0, dtype=np.float32)  # a failed judgement: no credit
+    return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
+
+
+def fold_judge_credit(batch: DataProto, key: str = CREDIT_KEY) -> DataProto:
+    """Rewrite ``batch.batch["rm_scores"]`` in place into the encoding of the module
+    docstring, the outcome being each row's current sum and the credit the base64-f32
+    strings in ``batch.non_tensor_batch[key]`` (left-aligned: verl right-pads responses;
+    credit past the kept response length is cut). Idempotent; a no-op without ``key``."""
+    if key not in batch.non_tensor_batch or batch.meta_info.get(_FOLDED):
+        return batch
+    scores: torch.Tensor = batch.batch["rm_scores"]
+    mask: torch.Tensor = batch.batch["response_mask"]
+    credit = np.zeros(tuple(scores.shape), dtype=np.float32)
+    for i, value in enumerate(batch.non_tensor_batch[key]):
+        row = _decode_b64(value)[: credit.shape[1]]
+        credit[i, : row.shape[0]] = row
+    outcome = scores.sum(dim=-1)
+    batch.batch["rm_scores"] = encode_token_rewards(
+        outcome, torch.from_numpy(credit).to(scores.device), mask
+    ).to(scores.dtype)
+    batch.meta_info[_FOLDED] = True
+    return batch
+
+
+def _install() -> None:
+    """Wrap ``extract_reward`` where the trainer will read it. ray_trainer binds the name
+    at its own import (``from verl.trainer.ppo.reward import extract_reward``), so patch
+    the source module (enough when this runs first, as VERL_USE_EXTERNAL_MODULES does) and
+    ray_trainer too when it is already loaded. Importing ray_trainer here would pull in
+    verl's whole training stack."""
+    current: Callable[..., Any] = verl_reward.extract_reward
+    if not getattr(current, "_judge_credit", False):
+
+        def extract_reward(batch: DataProto) -> Any:
+            return current(fold_judge_credit(batch))
+
+        extract_reward._judge_credit = True  # type: ignore[attr-defined]
+        verl_reward.extract_reward = extract_reward
+    trainer = sys.modules.get("verl.trainer.ppo.ray_trainer")
+    if trainer is not None:
+        setattr(trainer, "extract_reward", verl_reward.extract_reward)  # noqa: B010
+
+
+_install()
+
+
+@register("judge")
+class JudgeRewardManager(NaiveRewardManager):
+    """verl's ``NaiveRewardManager`` (the outcome reward, from ``compute_score``) plus one
+    service call per sample, concurrent with it, whose credit goes to
+    ``reward_extra_info["judge_credit"]`` (base64-f32) and status to ``"judge_status"``.
+
+    Settings come from the environment of verl's reward workers (or keyword arguments):
+    ``JUDGE_URL`` (required), ``JUDGE_API_KEY``, ``JUDGE_OPTIONS`` (JSON of the API's
+    options), ``JUDGE_TOKENIZER`` (the tokenizer the service loads; default the trainer
+    tokenizer's ``name_or_path``). The rollout sent is the response's token ids as the
+    rollout server produced them (never re-tokenised text), with ``response_mask`` so that
+    tool output is context with zero credit.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        tokenizer: Any,
+        compute_score: Any,
+        reward_router_address: str | None = None,
+        reward_model_tokenizer: Any = None,
+        *,
+        judge_url: str | None = None,
+        judge_options: Options | Mapping[str, Any] | None = None,
+        judge_client: AsyncJudgeClient | None = None,
+        judge_tokenizer: str | None = None,
+    ) -> None:
+        super().__init__(  # type: ignore[no-untyped-call]
+            config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer
+        )
+        url = judge_url or os.environ.get("JUDGE_URL")
+        if judge_client is None and not url:
+            raise ValueError("JudgeRewardManager needs JUDGE_URL (or judge_url / judge_client)")
+        if judge_options is None:
+            judge_options = json.loads(os.environ.get("JUDGE_OPTIONS") or "{}")
+        fields = (
+            judge_options.model_dump(by_alias=True, exclude_unset=True)
+            if isinstance(judge_options, Options)
+            else dict(judge_options)
+        )
+        fields["credit_encoding"] = "base64-f32"  # one string per sample (numpy-safe)
+        self.judge_options = Options.model_validate(fields)
+        self.judge_client = judge_client or AsyncJudgeClient(
+            str(url), api_key=os.environ.get("JUDGE_API_KEY"), timeout=600.0
+        )
+        name = judge_tokenizer or os.environ.get("JUDGE_TOKENIZER")
+        name = name or getattr(tokenizer, "name_or_path", None)
+        self.judge_tokenizer: str | None = str(name) if name else None
+
+    def _rollout(self, item: Any) -> dict[str, Any]:
+        responses: torch.Tensor = item.batch["responses"]
+        width = responses.shape[-1]
+        attention: torch.Tensor = item.batch["attention_mask"]
+        n = int(attention[-width:].sum())  # right-padded response (agent_loop.py _postprocess)
+        prompt_ids = item.batch["prompts"][attention[:-width].bool()].tolist()  # left-padded
+        non_tensor = item.non_tensor_batch
+        rollout: dict[str, Any] = {
+            "id": str(non_tensor.get("uid", "verl")),
+            "response_token_ids": responses[:n].tolist(),
+            "problem": self._decode(prompt_ids),
+        }
+        if "response_mask" in item.batch:
+            rollout["response_mask"] = [int(v) for v in item.batch["response_mask"][:n].tolist()]
+        truth = (non_tensor.get("reward_model") or {}).get("ground_truth")
+        if truth is not None:
+            rollout["reference_answer"] = str(truth)
+        if self.judge_tokenizer:
+            rollout["tokenizer"] = self.judge_tokenizer
+        return rollout
+
+    def _decode(self, ids: list[int]) -> str:
+        tokenizer: Any = self.tokenizer  # verl annotates it as the AutoTokenizer factory
+        return str(tokenizer.decode(ids, skip_special_tokens=True))
+
+    async def _judge(self, item: Any) -> Result:
+        return await self.judge_client.judge(self._rollout(item), self.judge_options)
+
+    async def run_single(self, data: DataProto) -> dict[str, Any]:
+        item = data[-1:][0]
+        outcome, result = await asyncio.gather(super().run_single(data), self._judge(item))
+        extra: dict[str, Any] = dict(outcome.get("reward_extra_info") or {})
+        credit = result.credit if result.status != "failed" else None
+        extra[CREDIT_KEY] = credit if isinstance(credit, str) else ""
+        extra[STATUS_KEY] = result.status
+        if result.status == "failed":
+            log.warning("judge failed for %s: %s", result.id, result.error)
+        return {"reward_score": outcome["reward_score"], "reward_extra_info": extra}
