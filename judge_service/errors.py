@@ -14,6 +14,8 @@ boundary and is recorded once, where it crosses that boundary::
     │                           HTTP 503 naming `field`, with retry-after; the request
     │                           was fine and may be sent again
     ├── StoreUnavailable        the store (Redis) cannot be reached: 503, callers degrade
+    ├── RedisUrlError           (also a ValueError) JUDGE_REDIS_URL cannot be connected
+    │                           with: a settings error at startup, naming the part
     ├── AuthError               no or a wrong API key (401)
     ├── TooManyRequests         the key's request budget is spent (429, retry-after)
     ├── IdempotencyConflict     an idempotency key reused for a different request (409)
@@ -115,6 +117,11 @@ class UnavailableError(JudgeServiceError):
 
 class StoreUnavailable(JudgeServiceError):
     """The store cannot be reached (Redis down or restarting); callers degrade or retry."""
+
+
+class RedisUrlError(JudgeServiceError, ValueError):
+    """JUDGE_REDIS_URL is not a URL this service can connect with (says which part). A
+    ValueError, so that the settings report it as the field's validation error."""
 
 
 class AuthError(JudgeServiceError):

@@ -55,7 +55,10 @@ class Settings(
     APISettings,
     BaseSettings,
 ):
-    model_config = SettingsConfigDict(env_prefix="JUDGE_", extra="ignore")
+    # Errors name the setting, never its value: JUDGE_REDIS_URL and the API keys hold secrets.
+    model_config = SettingsConfigDict(
+        env_prefix="JUDGE_", extra="ignore", hide_input_in_errors=True
+    )
 
     @property
     def judge_patterns(self) -> list[str]:

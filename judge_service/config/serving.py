@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from judge_service.config.parsing import split_csv
+from judge_service.store.redis_url import check_redis_url
 
 
 class SandboxSettings(BaseModel):
@@ -48,7 +49,8 @@ class StoreSettings(BaseModel):
 
     redis_url: str | None = Field(
         default=None,
-        description="e.g. `redis://:password@host:6379/0`, `rediss://` for TLS",
+        description="e.g. `redis://:password@host:6379/0`, `rediss://` for TLS; through "
+        "Sentinel: `redis+sentinel://[:password@]host1:26379,host2:26379/service[/db]`",
         json_schema_extra={"default_doc": "unset (in-process)"},
     )
     redis_prefix: str = Field(
@@ -75,6 +77,32 @@ class StoreSettings(BaseModel):
     memory_cache_mb: int = Field(
         default=256, ge=1, description="the in-process store's result cache"
     )
+    redis_wait_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="a job is accepted only once this many replicas hold it (Redis `WAIT`); "
+        "with Sentinel set 1, or a failover can lose a job just accepted",
+    )
+    redis_wait_timeout_ms: int = Field(
+        default=1000, ge=1, le=60_000, description="how long job creation waits for them (then 503)"
+    )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _connectable(cls, url: str | None) -> str | None:
+        if url:
+            check_redis_url(url)
+        return url
+
+    @model_validator(mode="after")
+    def _wait_within_socket_timeout(self) -> Self:
+        if self.redis_wait_replicas and self.redis_wait_timeout_ms >= self.redis_timeout_s * 1000:
+            raise ValueError(
+                "redis_wait_timeout_ms must be shorter than redis_timeout_s: the socket would "
+                "time out before WAIT answers"
+            )
+        return self
 
 
 class JobSettings(BaseModel):

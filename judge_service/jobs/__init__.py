@@ -16,7 +16,12 @@ def open_job_store(settings: Settings, store: Store) -> JobStore:
     if isinstance(store, RedisStore):
         from judge_service.jobs.queue import RedisJobStore
 
-        return RedisJobStore(store.conn, ttl_s=settings.job_ttl_s)
+        return RedisJobStore(
+            store.conn,
+            ttl_s=settings.job_ttl_s,
+            wait_replicas=settings.redis_wait_replicas,
+            wait_timeout_ms=settings.redis_wait_timeout_ms,
+        )
     from judge_service.jobs.memory_queue import MemoryJobStore
 
     return MemoryJobStore(ttl_s=settings.job_ttl_s)

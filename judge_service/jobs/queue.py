@@ -31,7 +31,7 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
-from judge_service.errors import IdempotencyConflict
+from judge_service.errors import IdempotencyConflict, StoreUnavailable
 from judge_service.jobs import scripts
 from judge_service.jobs.failover import RedisFailover
 from judge_service.jobs.model import (
@@ -57,8 +57,17 @@ _CHUNK_BYTES = 4 << 20  # and payload bytes per HSET: copying 4 MB is about a mi
 class RedisJobStore(JobStore):
     shared = True
 
-    def __init__(self, conn: RedisConnection, *, ttl_s: int) -> None:
+    def __init__(
+        self,
+        conn: RedisConnection,
+        *,
+        ttl_s: int,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+    ) -> None:
         self.conn = conn
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self.keys = conn.keys
         self.ttl_s = ttl_s
         self.failover = RedisFailover(conn, ttl_s)
@@ -129,7 +138,35 @@ class RedisJobStore(JobStore):
             await self.conn.run(lambda r: r.unlink(upload, id_list))
             return await self._replay(created, fingerprint)
         await self._enqueue(job_id, 0)
+        await self._replicated(job_id)
         return job_id, True
+
+    async def _replicated(self, job_id: str) -> None:
+        """Return once `wait_replicas` replicas hold the job, else raise StoreUnavailable (a
+        503: the client's retry with the same idempotency key waits again). Replication is
+        asynchronous, so without this a failover right after the 202 can lose the job."""
+        if not self.wait_replicas:
+            return
+        # A write of its own, never a job key: an HSET would bring back an expired job.
+        mark = f"{self.keys.prefix}:replication-mark"
+
+        async def write_and_wait(r: Any) -> int:
+            # WAIT counts replicas that acknowledged this connection's last write, so the
+            # write and the WAIT share one connection (a pipeline); the replication stream
+            # is in order, so a replica that has this write has the whole job before it.
+            async with r.pipeline(transaction=False) as pipe:
+                pipe.set(mark, time.time(), ex=60)
+                pipe.wait(self.wait_replicas, self.wait_timeout_ms)
+                replies = await pipe.execute()
+                return int(replies[-1])
+
+        acked = await self.conn.run(write_and_wait)
+        if acked < self.wait_replicas:
+            raise StoreUnavailable(
+                f"job {job_id} is on {acked} of {self.wait_replicas} replica(s) after "
+                f"{self.wait_timeout_ms} ms (JUDGE_REDIS_WAIT_REPLICAS); retry with the same "
+                "idempotency key"
+            )
 
     async def _enqueue(self, job_id: str, start: int) -> None:
         """Queue the job's entries from `start`, a chunk per call; safe to run twice at once
@@ -162,6 +199,7 @@ class RedisJobStore(JobStore):
         at = await self.conn.run(lambda r: r.hget(self.keys.job(job_id), "enqueued"))
         if at is not None:  # (the chunk script returns at once when all are queued)
             await self._enqueue(job_id, int(at))
+        await self._replicated(job_id)
         return job_id, False
 
     async def get(self, job_id: str) -> JobRecord | None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from judge_service.config import Settings
+from typing import TYPE_CHECKING
+
 from judge_service.errors import StoreUnavailable
 from judge_service.store.base import Store
+
+if TYPE_CHECKING:  # config reads store.redis_url to check JUDGE_REDIS_URL at startup
+    from judge_service.config import Settings
 
 __all__ = ["Store", "StoreUnavailable", "open_store"]
 

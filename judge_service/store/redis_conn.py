@@ -42,6 +42,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ConstantBackoff
 
 from judge_service.errors import StoreUnavailable
+from judge_service.store.redis_url import open_client
 
 BREAKER_S = 1.0  # after a failure, fail without trying for this long
 GROUP = "judges"
@@ -84,7 +85,8 @@ class RedisConnection:
     def __init__(self, url: str, prefix: str, timeout_s: float = 2.0) -> None:
         self.url = url
         self.keys = Keys(prefix)
-        self.client: aioredis.Redis = aioredis.Redis.from_url(
+        self.client: aioredis.Redis
+        self.client, self._sentinel = open_client(
             url,
             decode_responses=True,
             socket_timeout=timeout_s,
@@ -118,3 +120,5 @@ class RedisConnection:
 
     async def close(self) -> None:
         await self.client.aclose()
+        if self._sentinel is not None:
+            await self._sentinel.aclose()

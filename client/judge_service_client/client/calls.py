@@ -9,6 +9,7 @@ base class, two thin I/O classes), so they cannot drift apart. No I/O here."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -161,8 +162,10 @@ class BaseClient(Generic[TransportT]):
         self, rollouts: Sequence[RolloutLike], options: OptionsLike, idempotency_key: str | None
     ) -> Call[JobCreated]:
         body: dict[str, Any] = {"rollouts": [as_wire(r) for r in rollouts], **options_body(options)}
-        if idempotency_key is not None:
-            body["idempotency_key"] = idempotency_key
+        # A 503 is retried, and the job may exist already (created, then not replicated in
+        # time: JUDGE_REDIS_WAIT_REPLICAS); a key of its own makes the retry find that job
+        # instead of queueing the rollouts twice.
+        body["idempotency_key"] = idempotency_key or f"client-{uuid.uuid4().hex}"
         response = yield from self._request("POST", "/v1/jobs", json=body)
         return JobCreated.model_validate_json(response.content)
 

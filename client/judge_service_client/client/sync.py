@@ -75,7 +75,10 @@ class JudgeClient(BaseClient[httpx.BaseTransport]):
         *,
         idempotency_key: str | None = None,
     ) -> JobCreated:
-        """Queue rollouts for judging (POST /v1/jobs); returns at once with the job's id."""
+        """Queue rollouts for judging (POST /v1/jobs); returns at once with the job's id.
+        Without `idempotency_key` the client makes one, so its own retries never queue the
+        rollouts twice; pass your own to re-send the job after a crash, or after a Redis
+        failover lost a job just accepted (GET answers 404): the same key creates it once."""
         return self._run(self._submit_job(rollouts, options, idempotency_key))
 
     def get_job(self, job_id: str) -> JobView:
