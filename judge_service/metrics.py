@@ -3,8 +3,9 @@
 Counted once, where each thing happens: results by judge and status, queue
 and judging time, judge tokens by provider, judge spec and kind (input, cache
 write, cache read, output), estimated cost, span rejections, cache outcomes,
-the store's health, failed judge sessions and fallbacks by boundary, the
-provider SDKs' retries and failures, and the jobs (queue, workers, reclaims).
+the store's health, judge sessions in flight and failed ones, fallbacks by boundary,
+the provider SDKs' retries and failures, and the jobs (queue, consumer group, oldest
+waiting rollout, workers, reclaims).
 
 The ``judge`` label is a judge spec (``provider:model``), and specs are bounded
 by the allow-list (``JUDGE_ALLOWED_JUDGES``) and the judge cache; ``provider``
@@ -13,6 +14,9 @@ asked for, and its tokens under the judge that spent them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -163,6 +167,39 @@ JOBS_DEAD_LETTERED = Counter(
     "Rollouts this worker sent to the dead-letter list.",
     registry=REGISTRY,
 )
+# What autoscalers read (docs/serving.md "Scaling and alerts"): KEDA's redis-streams scaler
+# reads the same two numbers off the stream itself; these let Prometheus alert on them.
+JOBS_GROUP_PENDING = Gauge(
+    "judge_jobs_group_pending",
+    "Rollouts delivered and not finished, over every consumer of the group (XPENDING's count: "
+    "what KEDA's pendingEntriesCount reads).",
+    ["group"],
+    registry=REGISTRY,
+)
+JOBS_GROUP_LAG = Gauge(
+    "judge_jobs_group_lag",
+    "Rollouts in the stream the group has not yet read (XINFO GROUPS lag: what KEDA's "
+    "lagCount reads; equal to judge_jobs_queue_depth).",
+    ["group"],
+    registry=REGISTRY,
+)
+JOBS_OLDEST_PENDING_AGE = Gauge(
+    "judge_jobs_oldest_pending_age_seconds",
+    "Seconds since the oldest rollout still being judged was queued (0 when none is).",
+    registry=REGISTRY,
+)
+JOBS_OLDEST_QUEUED_AGE = Gauge(
+    "judge_jobs_oldest_queued_age_seconds",
+    "Seconds the oldest rollout not yet delivered to any worker has waited (0 when none has).",
+    registry=REGISTRY,
+)
+SESSIONS_IN_FLIGHT = Gauge(
+    "judge_sessions_in_flight",
+    "Judge sessions running in this process now, by provider (the judge spec's prefix: "
+    "anthropic, openai, rules, value, ...).",
+    ["provider"],
+    registry=REGISTRY,
+)
 JOBS_IN_FLIGHT = Gauge(
     "judge_jobs_in_flight",
     "Rollouts this process's worker is judging now.",
@@ -175,6 +212,17 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 def provider_of(judge: str) -> str:
     """``openai`` of ``openai:<model>``; a judge without a model is its own provider."""
     return judge.partition(":")[0]
+
+
+@contextmanager
+def session(judge: str) -> Iterator[None]:
+    """Count one judge session in flight for as long as the block runs."""
+    gauge = SESSIONS_IN_FLIGHT.labels(provider_of(judge))
+    gauge.inc()
+    try:
+        yield
+    finally:
+        gauge.dec()
 
 
 def judge_failed(judge: str, boundary: str, fallback: str) -> None:

@@ -274,7 +274,8 @@ class Engine:
         async with self._slots, self.judges.using(judge):
             started = time.perf_counter()
             try:
-                outcome = await judge.judge(request, rounds)
+                with metrics.session(judge.name):
+                    outcome = await judge.judge(request, rounds)
             except Exception as exc:  # a judge bug must not take the batch down either
                 if isinstance(exc, JudgeError):
                     boundary, error = exc.boundary, f"{exc.boundary}: {exc}"

@@ -23,7 +23,7 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
-from judge_service.jobs.model import Entry, QueueStats, Takeover
+from judge_service.jobs.model import Entry, QueueStats, Takeover, queued_age_s
 from judge_service.jobs.scripts import STATUSES
 from judge_service.store.redis_conn import GROUP, RedisConnection
 
@@ -258,13 +258,30 @@ class RedisFailover:
             if group.get("name") == GROUP and group.get("lag") is not None:
                 queued = int(group["lag"])
         clock = seconds * 1000 + micros // 1000
+        oldest_pending = 0.0
+        if isinstance(summary, dict) and summary.get("min"):
+            oldest_pending = queued_age_s(str(summary["min"]), clock)
         return QueueStats(
             queued=queued,
             pending=pending,
             jobs={s: int(n) for s, n in zip(STATUSES, counts, strict=True)},
             dead_letters=int(dead),
             heartbeat_age_s={name: max(0.0, (clock - ms) / 1000) for name, ms in beats},
+            oldest_pending_age_s=oldest_pending,
+            oldest_queued_age_s=await self._oldest_queued(groups, queued, clock),
         )
+
+    async def _oldest_queued(self, groups: Any, queued: int, clock: int) -> float:
+        """Age of the first entry after the group's last delivered one (0 when none waits)."""
+        if not queued or not isinstance(groups, list):
+            return 0.0
+        last = next((g.get("last-delivered-id") for g in groups if g.get("name") == GROUP), None)
+        if last is None:
+            return 0.0
+        first = await self.conn.run(
+            lambda r: r.xrange(self.keys.stream, min=f"({last}", max="+", count=1)
+        )
+        return queued_age_s(first[0][0], clock) if first else 0.0
 
 
 def script_entry(message: Any) -> Entry | None:

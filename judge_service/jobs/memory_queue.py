@@ -26,6 +26,7 @@ from judge_service.jobs.model import (
     Takeover,
     final_status,
     new_job_id,
+    queued_age_s,
 )
 
 
@@ -66,6 +67,10 @@ class MemoryJobStore(JobStore):
         self._seq = itertools.count()
         self._arrived: asyncio.Event | None = None
 
+    def _entry_id(self) -> str:
+        """Ids in Redis's form (ms-seq), so the queue's ages read the same from both."""
+        return f"{time.time_ns() // 1_000_000}-{next(self._seq)}"
+
     def _event(self) -> asyncio.Event:
         if self._arrived is None:  # created on first use, inside the serving loop
             self._arrived = asyncio.Event()
@@ -103,7 +108,7 @@ class MemoryJobStore(JobStore):
         if idempotency_key is not None:
             self._idem[(tenant, idempotency_key)] = (job.id, fingerprint)
         for index in range(len(ids)):
-            self._new.append(Entry(f"{next(self._seq)}-0", job.id, index))
+            self._new.append(Entry(self._entry_id(), job.id, index))
         self._event().set()
         return job.id, True
 
@@ -231,7 +236,7 @@ class MemoryJobStore(JobStore):
         if job is not None and entry.index not in job.out:
             job.run.pop(entry.index, None)
             job.tries[entry.index] = max(0, job.tries.get(entry.index, 0) - 1)
-            self._new.append(Entry(f"{next(self._seq)}-0", entry.job, entry.index))
+            self._new.append(Entry(self._entry_id(), entry.job, entry.index))
             self._event().set()
 
     async def record_error(self, entry: Entry, error: str) -> None:
@@ -259,12 +264,16 @@ class MemoryJobStore(JobStore):
         for job in self._jobs.values():
             unfinished = job.status == "cancelled" and job.finished_at is None
             jobs["cancelling" if unfinished else job.status] += 1
+        now_ms = time.time_ns() // 1_000_000
+        ages = [queued_age_s(entry_id, now_ms) for entry_id in self._pending]
         return QueueStats(
             queued=len(self._new),
             pending=pending,
             jobs=jobs,
             dead_letters=len(self._dead),
             heartbeat_age_s={},
+            oldest_pending_age_s=max(ages, default=0.0),
+            oldest_queued_age_s=queued_age_s(self._new[0].id, now_ms) if self._new else 0.0,
         )
 
     async def live_workers(self, within_s: float) -> list[str]:

@@ -33,6 +33,12 @@ def new_job_id() -> str:
     return "job_" + uuid.uuid4().hex
 
 
+def queued_age_s(entry_id: str, now_ms: int) -> float:
+    """Seconds since the entry was queued: a stream entry's id begins with the time (ms)
+    Redis added it, and the in-process queue makes its ids the same way."""
+    return max(0.0, (now_ms - int(entry_id.partition("-")[0])) / 1000)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One delivery of one rollout of a job (`id` is the queue's entry id)."""
@@ -76,6 +82,8 @@ class QueueStats:
     jobs: dict[str, int]  # status -> jobs (finished ones until their TTL)
     dead_letters: int  # records in the dead-letter list
     heartbeat_age_s: dict[str, float]  # consumer -> seconds since its last heartbeat
+    oldest_pending_age_s: float = 0.0  # since the oldest delivered, unfinished one was queued
+    oldest_queued_age_s: float = 0.0  # the oldest undelivered one's wait so far
 
 
 @dataclass(frozen=True)

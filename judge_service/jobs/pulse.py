@@ -20,6 +20,7 @@ from prometheus_client import Gauge
 from judge_service import metrics
 from judge_service.errors import StoreUnavailable
 from judge_service.jobs.model import JobStore, QueueStats
+from judge_service.store.redis_conn import GROUP
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,10 @@ class Pulse:
 def observe(stats: QueueStats) -> None:
     """Set the queue gauges; consumers gone since the last look lose their series."""
     metrics.JOBS_QUEUED.set(stats.queued)
+    metrics.JOBS_GROUP_LAG.labels(GROUP).set(stats.queued)
+    metrics.JOBS_GROUP_PENDING.labels(GROUP).set(sum(stats.pending.values()))
+    metrics.JOBS_OLDEST_PENDING_AGE.set(stats.oldest_pending_age_s)
+    metrics.JOBS_OLDEST_QUEUED_AGE.set(stats.oldest_queued_age_s)
     metrics.JOBS_DEAD_LETTERS.set(stats.dead_letters)
     for status, count in stats.jobs.items():
         metrics.JOBS.labels(status).set(count)

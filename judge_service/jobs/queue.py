@@ -68,6 +68,7 @@ class RedisJobStore(JobStore):
         self.conn = conn
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
+        self._queue_made = False
         self.keys = conn.keys
         self.ttl_s = ttl_s
         self.failover = RedisFailover(conn, ttl_s)
@@ -101,6 +102,11 @@ class RedisJobStore(JobStore):
         ids: Sequence[str],
         payloads: Sequence[str],
     ) -> tuple[str, bool]:
+        if not self._queue_made:
+            # The group exists before any worker does: KEDA scaling workers up from zero
+            # reads the group's lag, and a stream without the group has none to read.
+            await self.ensure_queue()
+            self._queue_made = True
         idem = self.keys.idempotency(tenant, idempotency_key or "")
         if idempotency_key is not None:
             holder: str | None = await self.conn.run(lambda r: r.get(idem))

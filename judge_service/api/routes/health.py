@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 import sandbox
 from judge_service import metrics
 from judge_service.errors import StoreUnavailable
+from judge_service.jobs import pulse
 from judge_service.jobs.inprocess import InProcessWorker
 from judge_service.jobs.model import JobStore
 from judge_service.pipeline import Engine
@@ -90,7 +92,22 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
 
 
+# The queue's gauges are read from Redis at a scrape (an API with no worker of its own has
+# no other reason to read them) at most this often, so scrapers cannot load Redis.
+QUEUE_SAMPLE_S = 1.0
+_sampled_at = float("-inf")
+
+
 @router.get("/metrics", operation_id="metrics", response_class=Response)
-async def metrics_endpoint() -> Response:
-    """Prometheus metrics of this process (results, latency, judge tokens, cost, rejections)."""
+async def metrics_endpoint(request: Request) -> Response:
+    """Prometheus metrics of this process (results, latency, judge tokens, cost, rejections)
+    and of the job queue (depth, pending, oldest waiting rollout), read when scraped."""
+    global _sampled_at
+    jobs: JobStore = request.app.state.job_store
+    if time.monotonic() - _sampled_at >= QUEUE_SAMPLE_S:
+        _sampled_at = time.monotonic()
+        try:
+            pulse.observe(await _bounded(jobs.snapshot()))
+        except (StoreUnavailable, TimeoutError):
+            metrics.STORE_UP.set(0)  # the gauges keep their last values; store_up says why
     return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
