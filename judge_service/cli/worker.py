@@ -103,6 +103,7 @@ async def _work(name: str, concurrency: int | None) -> int:
         max_deliveries=settings.jobs_max_deliveries,
         dead_after_s=settings.jobs_dead_after_s,
         reclaim_every_s=min(5.0, settings.jobs_reclaim_idle_s / 2),
+        drain_s=settings.worker_drain_s,
     )
     # The engine's own concurrency limit must never hold a claimed rollout back: its reclaim
     # clock is already running.

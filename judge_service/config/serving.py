@@ -115,6 +115,15 @@ class JobSettings(BaseModel):
         description="rollouts in flight per worker",
         json_schema_extra={"default_doc": "`JUDGE_MAX_CONCURRENCY`"},
     )
+    # Kubernetes' terminationGracePeriodSeconds must cover it plus the hand-back (the
+    # Helm chart's check, deploy/check.py, holds the two together).
+    worker_drain_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="on SIGTERM a worker stops claiming and lets in-flight rollouts finish "
+        "this long; the rest go back to the queue",
+    )
     # Rollouts of a worker that left no heartbeat record are taken over after
     # jobs_reclaim_idle_s, which must exceed jobs_max_deadline_s, so that even then a live
     # worker's slowest session is never handed to a second worker.

@@ -21,6 +21,8 @@ JudgeClientError
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class JudgeClientError(Exception):
     """Base class of every error the client raises."""
@@ -51,6 +53,11 @@ class APIStatusError(JudgeClientError):
         self.detail = detail
         self.field = field
         self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable, so it crosses processes (Ray, multiprocessing) as itself: the default
+        # rebuilds from `args` alone, which holds the message, not the keyword arguments.
+        return (_rebuild, (type(self), self.args, self.__dict__))
 
 
 class ClientRequestError(APIStatusError):
@@ -103,6 +110,15 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     429: RateLimitError,
     503: ServiceUnavailableError,
 }
+
+
+def _rebuild(
+    cls: type[APIStatusError], args: tuple[Any, ...], state: dict[str, Any]
+) -> APIStatusError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 def error_class(status_code: int) -> type[APIStatusError]:

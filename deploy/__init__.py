@@ -1,0 +1,1 @@
+"""Deployment files: the Helm chart, its CRDs, and the offline checks (check.py)."""
