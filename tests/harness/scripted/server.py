@@ -57,6 +57,7 @@ class FakeProviderServer:
         delay_s: float = 0.0,
         models: Sequence[str] | None = None,
         unscripted: Step | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.wire = wire
         self.book = ScriptBook()
@@ -72,7 +73,9 @@ class FakeProviderServer:
         self.abandoned_streams = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        # `host`: another address of this machine, for servers in other network namespaces
+        # (bench/multihost reaches it over the bridge).
+        self._httpd = ThreadingHTTPServer((host, 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
