@@ -16,7 +16,7 @@ import copy
 import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from judge_service import credit as credit_mod
@@ -48,6 +48,7 @@ from judge_service.schemas import (
     Status,
     UsageTotals,
 )
+from judge_service.spans import Span, merge_spans
 from judge_service.store import Store
 from judge_service.store.cache import CacheState, JudgmentCache
 from judge_service.trace import Trace, last_boxed
@@ -163,8 +164,16 @@ class Engine:
         return result
 
     async def _judge(
-        self, rollout: Rollout, options: Options, advantage: GroupAdvantage | None, field: str
+        self,
+        rollout: Rollout,
+        options: Options,
+        advantage: GroupAdvantage | None,
+        field: str,
+        extra: Callable[[Trace], Sequence[Span]] | None = None,
     ) -> tuple[Result, FloatArray | None]:
+        """`extra`: spans the service adds to the judge's accepted ones (a group's
+        divergence points, made from the decoded trace) where none of those covers them;
+        the cached judgment stays the judge's own, as it is for any group."""
         began = time.perf_counter()
         resolved = resolve(options, self.settings)
         if resolved.kappa_mode == "relative" and advantage is None:
@@ -208,6 +217,10 @@ class Engine:
                 cache_state = await self.cache.save(
                     self.tenant, key, judgment, replace=lacks_transcript
                 )
+        if extra is not None and judgment.status != "failed":
+            added = extra(trace)
+            if added:
+                judgment = replace(judgment, spans=merge_spans(judgment.spans, added))
         weights, reweight_diagnostics = None, None
         if resolved.reweight is not None and judgment.status != "failed":
             weights, reweight_diagnostics = await self.reweighter.weights(
@@ -380,12 +393,13 @@ class Engine:
         advantage: GroupAdvantage | None,
         *,
         field: str,
+        extra: Callable[[Trace], Sequence[Span]] | None = None,
     ) -> tuple[Result, FloatArray | None]:
         """`judge_one` with its credit array, every failure turned into a ``failed`` result."""
         try:
             if advantage is not None:
                 advantage.check()  # an overflowing group fails before a judge is paid
-            return await self._judge(rollout, options, advantage, field)
+            return await self._judge(rollout, options, advantage, field, extra)
         except InputError as exc:
             error = f"{exc.field}: {exc.message}"
         except UnavailableError as exc:

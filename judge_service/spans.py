@@ -201,3 +201,12 @@ def unlocked_columns(
         if at >= 0:
             used[at] = out[k] = True
     return out
+
+
+def merge_spans(spans: Sequence[Span], added: Sequence[Span]) -> list[Span]:
+    """`spans` (a judge's, accepted) with `added` (the service's own) where no span of
+    `spans` touches their tokens: the judge's label of a step stands, and spans never
+    overlap. In token order."""
+    taken = [(s.start, s.end) for s in spans]
+    kept = [p for p in added if not any(a < p.end and p.start < b for a, b in taken)]
+    return sorted([*spans, *kept], key=lambda s: (s.start, s.end))

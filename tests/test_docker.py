@@ -206,7 +206,7 @@ def test_the_image_builds_on_a_debian_base_non_root_and_installs_the_repository(
     # The image installs the same package CI installs; the prompts travel inside it
     # (package data), and the examples' tokenizer that judge.env allows beside it.
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "pip install -q -e '.[dev,probe,trainers]'" in ci
+    assert "pip install -q -e '.[dev,probe,trainers," in ci
     assert not any("JUDGE_LLM_PROMPTS_DIR" in line for line in lines)
     assert (ROOT / "examples" / "tokenizer" / "tokenizer.json").is_file()
     assert "redis" in (ROOT / "pyproject.toml").read_text(encoding="utf-8")

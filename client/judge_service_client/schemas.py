@@ -301,6 +301,62 @@ class BatchResponse(BaseModel):
     stats: BatchStats
 
 
+class GroupRequestBody(BaseModel):
+    """The G rollouts of one prompt (GRPO, RLOO, DAPO groups), judged together."""
+
+    rollouts: list[Rollout] = Field(
+        min_length=2,
+        description="One prompt's rollouts: the same `problem` and `reference_answer`; "
+        "at most JUDGE_MAX_GROUP_SIZE (default 16).",
+    )
+    options: Options = Field(default_factory=Options)
+
+
+class DivergencePoint(BaseModel):
+    rollout: int = Field(description="The wrong rollout's index in the group.")
+    sibling: int = Field(description="The correct sibling it parts from.")
+    agreed_steps: int = Field(description="Steps (lines) the two share before the point.")
+    start: int = Field(description="The point's tokens in the wrong rollout: [start, end).")
+    end: int
+    reason: Literal["checker_false", "leads_to_wrong_answer"]
+    label: str = Field(description="The label its span carries (invalid).")
+    applied: bool = Field(
+        description="Whether its span is in the rollout's credit: false where the judge's "
+        "own accepted span covers the step, or the rollout failed."
+    )
+
+
+class GroupBlock(BaseModel):
+    size: int
+    correct: list[bool | None] = Field(
+        description="Per rollout: the reward's verdict (reward > 0), else the answer "
+        "against the reference; null when neither decides."
+    )
+    same_as: list[int | None] = Field(
+        description="Per rollout: the index of an earlier identical rollout (same token ids "
+        "and tokenizer) whose judgment it shares, judged once; null for the first."
+    )
+    divergence: list[DivergencePoint] = Field(default_factory=list)
+    equal_reward: bool = Field(
+        description="Every rollout has the same reward: the outcome advantage is 0 for all."
+    )
+    ranking: list[list[int]] | None = Field(
+        default=None,
+        description="Equal-reward groups: tiers best first, by the judged credit per token.",
+    )
+    scores: list[float] | None = Field(
+        default=None,
+        description="Equal-reward groups: relative scores in [-1, 1] summing to 0; lambda "
+        "times each is added to its rollout's credit before the kappa cap.",
+    )
+
+
+class GroupResponse(BaseModel):
+    results: list[Result]
+    stats: BatchStats
+    group: GroupBlock
+
+
 class SpanIn(BaseModel):
     start: int
     end: int

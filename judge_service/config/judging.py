@@ -124,6 +124,14 @@ class LimitSettings(BaseModel):
     max_rollouts_per_batch: int = Field(
         default=1024, ge=1, description="rollouts per `/v1/judge/batch` request"
     )
+    max_group_size: int = Field(
+        default=16, ge=2, le=256, description="rollouts per `/v1/judge/group` request (G)"
+    )
+    max_tokens_per_group: int = Field(
+        default=524_288,
+        ge=1,
+        description="`response_token_ids` over all the rollouts of one group",
+    )
     # One request, parsed whole: a 1024-rollout batch of 8k-token rollouts is ~55 MB of
     # JSON ids, and parsing it costs ~7x the body in memory (a Python int per id).
     max_body_bytes: int = Field(

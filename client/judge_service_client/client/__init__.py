@@ -32,7 +32,14 @@ from judge_service_client.client.errors import (
 )
 from judge_service_client.client.sync import JudgeClient
 from judge_service_client.client.wire import DEFAULT_MAX_BATCH, RetryPolicy
-from judge_service_client.schemas import BatchResponse, JobView, Options, Result, Rollout
+from judge_service_client.schemas import (
+    BatchResponse,
+    GroupResponse,
+    JobView,
+    Options,
+    Result,
+    Rollout,
+)
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -42,6 +49,7 @@ __all__ = [
     "BatchResponse",
     "ClientRequestError",
     "ConflictError",
+    "GroupResponse",
     "InvalidRequestError",
     "JobTimeoutError",
     "JobView",

@@ -11,7 +11,14 @@ import httpx
 
 from judge_service_client.client.calls import BaseClient, Call, Emit, Sleep, Steps, T
 from judge_service_client.client.wire import OptionsLike, RolloutLike
-from judge_service_client.schemas import BatchResponse, JobCreated, JobResultsPage, JobView, Result
+from judge_service_client.schemas import (
+    BatchResponse,
+    GroupResponse,
+    JobCreated,
+    JobResultsPage,
+    JobView,
+    Result,
+)
 
 
 class AsyncJudgeClient(BaseClient[httpx.AsyncBaseTransport]):
@@ -64,6 +71,11 @@ class AsyncJudgeClient(BaseClient[httpx.AsyncBaseTransport]):
         self, rollouts: Sequence[RolloutLike], options: OptionsLike = None
     ) -> BatchResponse:
         return await self._run(self._judge_batch(rollouts, options))
+
+    async def judge_group(
+        self, rollouts: Sequence[RolloutLike], options: OptionsLike = None
+    ) -> GroupResponse:
+        return await self._run(self._judge_group(rollouts, options))
 
     async def submit_job(
         self,

@@ -30,7 +30,14 @@ from judge_service_client.client.wire import (
     options_body,
     raise_for_status,
 )
-from judge_service_client.schemas import BatchResponse, JobCreated, JobResultsPage, JobView, Result
+from judge_service_client.schemas import (
+    BatchResponse,
+    GroupResponse,
+    JobCreated,
+    JobResultsPage,
+    JobView,
+    Result,
+)
 
 T = TypeVar("T")
 
@@ -157,6 +164,13 @@ class BaseClient(Generic[TransportT]):
             response = yield from self._request("POST", "/v1/judge/batch", json=body)
             parts.append(BatchResponse.model_validate_json(response.content))
         return merge(parts, round((time.perf_counter() - began) * 1000))
+
+    def _judge_group(
+        self, rollouts: Sequence[RolloutLike], options: OptionsLike
+    ) -> Call[GroupResponse]:
+        body = {"rollouts": [as_wire(r) for r in rollouts], **options_body(options)}
+        response = yield from self._request("POST", "/v1/judge/group", json=body)
+        return GroupResponse.model_validate_json(response.content)
 
     def _submit_job(
         self, rollouts: Sequence[RolloutLike], options: OptionsLike, idempotency_key: str | None

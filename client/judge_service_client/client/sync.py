@@ -11,7 +11,14 @@ import httpx
 
 from judge_service_client.client.calls import BaseClient, Call, Emit, Sleep, Steps, T
 from judge_service_client.client.wire import OptionsLike, RolloutLike
-from judge_service_client.schemas import BatchResponse, JobCreated, JobResultsPage, JobView, Result
+from judge_service_client.schemas import (
+    BatchResponse,
+    GroupResponse,
+    JobCreated,
+    JobResultsPage,
+    JobView,
+    Result,
+)
 
 
 class JudgeClient(BaseClient[httpx.BaseTransport]):
@@ -67,6 +74,14 @@ class JudgeClient(BaseClient[httpx.BaseTransport]):
         result per rollout, in order. Group advantages are computed per part, so keep a
         group within one part (groups are usually contiguous and the limit large)."""
         return self._run(self._judge_batch(rollouts, options))
+
+    def judge_group(
+        self, rollouts: Sequence[RolloutLike], options: OptionsLike = None
+    ) -> GroupResponse:
+        """Judge the G rollouts of one prompt together (POST /v1/judge/group): each
+        rollout's result as in a batch, plus the group block (divergence points; in an
+        equal-reward group, a ranking and zero-sum scores)."""
+        return self._run(self._judge_group(rollouts, options))
 
     def submit_job(
         self,

@@ -9,10 +9,13 @@ from judge_service.api.deps import EngineDep
 from judge_service.api.responses import json_response
 from judge_service.api.routing import OffLoopBodyRoute
 from judge_service.credit import advantage_in_group
+from judge_service.group.judge import judge_group
 from judge_service.schemas import (
     ERROR_RESPONSES,
     BatchRequestBody,
     BatchResponse,
+    GroupRequestBody,
+    GroupResponse,
     JudgeRequestBody,
     Result,
 )
@@ -48,4 +51,20 @@ async def judge_batch(body: BatchRequestBody, engine: EngineDep) -> Response:
     """Judge rollouts concurrently: one result per rollout, in order. Rollouts that share a
     ``group_id`` and carry a ``reward`` get Dr. GRPO advantages."""
     response = await engine.judge_batch(body.rollouts, body.options)
+    return await json_response(response, sum(r.num_tokens for r in response.results))
+
+
+@router.post(
+    "/judge/group",
+    operation_id="judge_group",
+    response_model=GroupResponse,
+    response_model_exclude_none=True,
+    responses=ERROR_RESPONSES,
+)
+async def judge_group_route(body: GroupRequestBody, engine: EngineDep) -> Response:
+    """Judge the G rollouts of one prompt together: per-rollout results as for a batch,
+    plus the group block: each wrong rollout's divergence point from its correct siblings
+    (credited on its step), and in an equal-reward group a ranking and zero-sum scores.
+    Rollouts of different prompts are a 422 naming the first that differs."""
+    response = await judge_group(engine, body.rollouts, body.options)
     return await json_response(response, sum(r.num_tokens for r in response.results))

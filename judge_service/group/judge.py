@@ -1,0 +1,232 @@
+"""One GRPO group judged together (``POST /v1/judge/group``).
+
+The group is checked whole before any judge is paid: one prompt (the same `problem` and
+`reference_answer`), at most JUDGE_MAX_GROUP_SIZE rollouts and JUDGE_MAX_TOKENS_PER_GROUP
+tokens, one `group_id` if any. Then:
+
+1. identical rollouts (token ids, tokenizer, reward) are judged once (`same_as`);
+2. every rollout is decoded and the group's divergence points found (`divergence`: the
+   checker's, no LLM); a rollout that cannot be decoded fails alone, as in a batch;
+3. each rollout is judged as `/v1/judge/batch` judges it, with Dr. GRPO advantages over
+   the group; its divergence point is added to its accepted spans where the judge's own
+   spans leave the step uncovered, so it is credited with the same λ and κ;
+4. in an equal-reward group (the outcome advantage is 0 for every token) the rollouts
+   are ranked by their judged credit per token and given zero-sum relative scores
+   (`scores`), λ times each added to the rollout's credit under the same κ cap.
+
+What is not here yet (issue 30): one LLM session reading the whole group (⟦r.n⟧
+markers, shared prefixes sent once, contrast evidence); today each rollout has a session
+of its own, and the LLM judge gets no divergence hints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from judge_service import credit as credit_mod
+from judge_service.credit import FloatArray
+from judge_service.errors import InputError, LimitError
+from judge_service.group.divergence import Divergence, Member, divergences
+from judge_service.group.scores import preferences_of_ranking, relative_scores, with_relative_score
+from judge_service.offload import off_loop
+from judge_service.pipeline import Engine, batch_stats
+from judge_service.resolve import resolve
+from judge_service.schemas import (
+    DivergencePoint,
+    GroupBlock,
+    GroupResponse,
+    Options,
+    Result,
+    Rollout,
+)
+from judge_service.spans import Span
+from judge_service.trace import Trace
+
+Judged = tuple[Result, FloatArray | None]
+
+
+def check_group(rollouts: Sequence[Rollout], engine: Engine) -> None:
+    """Bad input, before anything is decoded or paid: LimitError (413) over a limit,
+    InputError (422) naming the first rollout that is not of the group's prompt."""
+    settings = engine.settings
+    if len(rollouts) > settings.max_group_size:
+        raise LimitError(
+            f"{len(rollouts)} rollouts exceed the limit of {settings.max_group_size} per "
+            "group (JUDGE_MAX_GROUP_SIZE)",
+            field="rollouts",
+        )
+    tokens = sum(len(r.response_token_ids) for r in rollouts)
+    if tokens > settings.max_tokens_per_group:
+        raise LimitError(
+            f"{tokens} tokens over the group exceed the limit of "
+            f"{settings.max_tokens_per_group} (JUDGE_MAX_TOKENS_PER_GROUP)",
+            field="rollouts",
+        )
+    first = rollouts[0]
+    for i, rollout in enumerate(rollouts[1:], start=1):
+        for name in ("problem", "reference_answer", "group_id"):
+            if getattr(rollout, name) != getattr(first, name):
+                raise InputError(
+                    f"differs from rollouts[0].{name}: a group is the rollouts of one "
+                    "prompt (judge different prompts with /v1/judge/batch)",
+                    field=f"rollouts[{i}].{name}",
+                )
+
+
+def copies(rollouts: Sequence[Rollout], default_tokenizer: str | None) -> list[int | None]:
+    """For each rollout, the index of the first earlier one it is identical to."""
+    first: dict[tuple[object, ...], int] = {}
+    out: list[int | None] = []
+    for i, r in enumerate(rollouts):
+        key = (tuple(r.response_token_ids), r.tokenizer or default_tokenizer, r.reward,
+               None if r.response_mask is None else tuple(r.response_mask))  # fmt: skip
+        out.append(first.get(key))
+        first.setdefault(key, i)
+    return out
+
+
+async def judge_group(
+    engine: Engine, rollouts: Sequence[Rollout], options: Options
+) -> GroupResponse:
+    """The group's results, in order (a failing rollout is a ``failed`` result), and its
+    group block. Raises InputError/LimitError for a bad group (see `check_group`)."""
+    began = time.perf_counter()
+    if not rollouts:
+        raise InputError("a group needs rollouts", field="rollouts")
+    check_group(rollouts, engine)
+    resolved = resolve(options, engine.settings)
+    same_as = copies(rollouts, engine.settings.default_tokenizer)
+    members = [
+        None if same_as[i] is not None else await _member(engine, r, f"rollouts[{i}]")
+        for i, r in enumerate(rollouts)
+    ]
+    tokens = sum(len(r.response_token_ids) for r in rollouts)
+    points = await off_loop(tokens, functools.partial(divergences, members))
+    by_rollout = {p.rollout: p for p in points}
+    advantages = credit_mod.group_advantages(
+        [r.reward for r in rollouts], ["group"] * len(rollouts)
+    )
+
+    async def judge(i: int) -> Judged:
+        point = by_rollout.get(i)
+        extra = None if point is None else _fixed([point.span()])
+        return await engine.judge_or_fail(
+            rollouts[i], options, advantages[i], field=f"rollouts[{i}]", extra=extra
+        )
+
+    unique = [i for i, s in enumerate(same_as) if s is None]
+    done = dict(zip(unique, await asyncio.gather(*(judge(i) for i in unique)), strict=True))
+    judged: list[Judged] = []
+    for i, source in enumerate(same_as):
+        result, values = done[i if source is None else source]
+        if source is not None:
+            result = result.model_copy(update={"id": rollouts[i].id})
+        judged.append((result, values))
+    rewards = [r.reward for r in rollouts]
+    equal = None not in rewards and len(set(rewards)) == 1
+    ranking = scores = None
+    # Under relative κ the budget is κ times the group's mean |A|, 0 here: no credit.
+    if equal and resolved.kappa_mode == "absolute":
+        ranking, scores = _rank(judged, resolved.lam, resolved.kappa, resolved.encoding, rollouts)
+    block = GroupBlock(
+        size=len(rollouts),
+        correct=[_verdict(same_as, members, i) for i in range(len(rollouts))],
+        same_as=same_as,
+        divergence=[_point(p, judged[p.rollout][0]) for p in points],
+        equal_reward=equal,
+        ranking=ranking,
+        scores=scores,
+    )
+    return GroupResponse(
+        results=[r for r, _ in judged],
+        stats=batch_stats(judged, advantages, began),
+        group=block,
+    )
+
+
+def _fixed(spans: list[Span]) -> Callable[[Trace], list[Span]]:
+    """The spans to add, whatever the trace: they were found on the same decode."""
+
+    def added(_trace: Trace) -> list[Span]:
+        return spans
+
+    return added
+
+
+async def _member(engine: Engine, rollout: Rollout, field: str) -> Member | None:
+    try:
+        tokenizer = await engine.load_tokenizer(rollout, field)
+        trace = await off_loop(
+            len(rollout.response_token_ids),
+            functools.partial(engine.decode, rollout, field, tokenizer),
+        )
+    except Exception:  # the rollout's own judging reports it, once, as a failed result
+        return None
+    return Member(trace, rollout.final_answer, rollout.reference_answer, rollout.reward)
+
+
+def _verdict(
+    same_as: Sequence[int | None], members: Sequence[Member | None], i: int
+) -> bool | None:
+    source = same_as[i]
+    member = members[i if source is None else source]
+    return None if member is None else member.correct
+
+
+def _point(point: Divergence, result: Result) -> DivergencePoint:
+    span = point.span()
+    applied = result.status != "failed" and any(
+        (s.start, s.end, s.label) == (span.start, span.end, span.label) for s in result.spans
+    )
+    return DivergencePoint(
+        rollout=point.rollout,
+        sibling=point.sibling,
+        agreed_steps=point.agreed,
+        start=point.start,
+        end=point.end,
+        reason=point.reason,
+        label=span.label,
+        applied=applied,
+    )
+
+
+def _rank(
+    judged: list[Judged],
+    lam: float,
+    kappa: float,
+    encoding: credit_mod.Encoding,
+    rollouts: Sequence[Rollout],
+) -> tuple[list[list[int]] | None, list[float] | None]:
+    """Equal rewards: tiers by judged credit per token (best first), their zero-sum scores,
+    and each rollout's credit and advantage with λ·score added under the κ cap (in place).
+    Rollouts without credit (failed) are left out and score 0."""
+    scored = [i for i, (_, values) in enumerate(judged) if values is not None and values.size]
+    if len(scored) < 2:
+        return None, None
+    means = {i: round(float(np.asarray(judged[i][1]).mean()), 9) for i in scored}
+    tiers = [
+        [i for i in scored if means[i] == level]
+        for level in sorted(set(means.values()), reverse=True)
+    ]
+    local = {i: k for k, i in enumerate(scored)}
+    ranked = [[local[i] for i in tier] for tier in tiers]
+    subset = relative_scores(len(scored), preferences_of_ranking(len(scored), ranked))
+    scores = [0.0] * len(judged)
+    for i, score in zip(scored, subset, strict=True):
+        scores[i] = score
+        result, values = judged[i]
+        assert values is not None
+        mask = rollouts[i].response_mask
+        weights = None if mask is None else np.asarray(mask, np.float64)
+        total, factor = with_relative_score(values, score, lam=lam, budget=kappa, mask=weights)
+        result.credit = credit_mod.encode(total, encoding)
+        if result.advantage is not None:  # A_i is 0 in an equal-reward group
+            result.advantage = credit_mod.encode(total, encoding)
+        result.credit_scale *= factor
+        judged[i] = (result, total)
+    return tiers, scores
