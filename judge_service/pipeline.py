@@ -218,7 +218,8 @@ class Engine:
                     self.tenant, key, judgment, replace=lacks_transcript
                 )
         if extra is not None and judgment.status != "failed":
-            added = extra(trace)
+            # Validating the added spans builds the trace's index: off the loop when large.
+            added = await off_loop(trace.num_tokens, functools.partial(extra, trace))
             if added:
                 judgment = replace(judgment, spans=merge_spans(judgment.spans, added))
         weights, reweight_diagnostics = None, None
@@ -362,16 +363,20 @@ class Engine:
             return NO_JUDGE, JudgeOutcome(spans=[], turns=0)
         return ZERO_JUDGE, JudgeOutcome(spans=[], turns=0)
 
-    async def judge_batch(self, rollouts: Sequence[Rollout], options: Options) -> BatchResponse:
-        """Judge rollouts concurrently; one result per rollout, in order; failures are data."""
-        began = time.perf_counter()
+    def check_batch_size(self, count: int) -> None:
+        """A batch over JUDGE_MAX_ROLLOUTS_PER_BATCH is a 413, before any work."""
         limit = self.settings.max_rollouts_per_batch
-        if len(rollouts) > limit:
+        if count > limit:
             raise LimitError(
-                f"{len(rollouts)} rollouts exceed the limit of {limit} per batch "
+                f"{count} rollouts exceed the limit of {limit} per batch "
                 "(JUDGE_MAX_ROLLOUTS_PER_BATCH)",
                 field="rollouts",
             )
+
+    async def judge_batch(self, rollouts: Sequence[Rollout], options: Options) -> BatchResponse:
+        """Judge rollouts concurrently; one result per rollout, in order; failures are data."""
+        began = time.perf_counter()
+        self.check_batch_size(len(rollouts))
         advantages = credit_mod.group_advantages(
             [r.reward for r in rollouts], [r.group_id for r in rollouts]
         )

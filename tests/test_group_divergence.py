@@ -1,12 +1,32 @@
 """Divergence points on constructed groups (judge_service/group/divergence.py), decoded by
-a real byte-level BPE tokenizer, so token spans are the tokenizer's, not char indices."""
+real tokenizers (the byte-level BPE and SentencePiece-style ones tests build, and the
+examples' own), so token spans are the tokenizer's, not char indices. The points then
+go through validation and the credit formula as a judge's spans do."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from judge_service import labels as L
-from judge_service.group.divergence import Member, divergences, step_key, steps
+from judge_service import spans as S
+from judge_service.credit import token_credit
+from judge_service.grounding import Verdict
+from judge_service.group.divergence import (
+    Divergence,
+    Member,
+    agreement,
+    divergences,
+    step_key,
+    steps,
+    submissions,
+)
 from judge_service.spans import Span, merge_spans
-from judge_service.trace.tokenizer import LoadedTokenizer
+from judge_service.trace.tokenizer import LoadedTokenizer, TokenizerCache
+from judge_service.validate import validate_spans
+from tests.conftest import EXAMPLES
 
 PROBLEM_STEPS = [
     "We need 17 × 24.",
@@ -18,77 +38,180 @@ RIGHT = [*PROBLEM_STEPS, "17 × 4 = 68.", "340 + 68 = 408.", "So the answer is \
 FALSE_AT_3 = [*PROBLEM_STEPS, "17 × 4 = 78.", "340 + 78 = 418.", "So the answer is \\boxed{418}."]
 # Parts with no false arithmetic: a plan that leads to the wrong answer.
 WRONG_PLAN = [*PROBLEM_STEPS[:2], "Only the 20 matters here.", "So the answer is \\boxed{340}."]
+# Another route to the right answer, sharing only the first step.
+OTHER_ROUTE = ["We need 17 × 24.", "24 × 17 = 408.", "So the answer is \\boxed{408}."]
 
 
-def member(bpe: LoadedTokenizer, lines: list[str], reward: float | None) -> Member:
+@pytest.fixture(params=["bpe", "metaspace", "examples"])
+def tok(
+    request: pytest.FixtureRequest, bpe: LoadedTokenizer, tokenizer_cache: TokenizerCache
+) -> LoadedTokenizer:
+    if request.param == "bpe":
+        return bpe
+    if request.param == "metaspace":
+        return tokenizer_cache.get(str(request.getfixturevalue("metaspace_dir")))
+    return tokenizer_cache.get(str(EXAMPLES / "tokenizer"))
+
+
+def member(
+    tok: LoadedTokenizer, lines: list[str], reward: float | None, final: str | None = None
+) -> Member:
     text = "\n".join(lines)
-    trace = bpe.decode(bpe.hf.encode(text, add_special_tokens=False))
+    trace = tok.decode(tok.hf.encode(text, add_special_tokens=False))
     assert trace.text == text
-    return Member(trace, reference_answer="408", reward=reward)
+    return Member(trace, final_answer=final, reference_answer="408", reward=reward)
 
 
-def test_a_copy_up_to_one_false_line_diverges_on_that_line_only(bpe: LoadedTokenizer) -> None:
-    group = [member(bpe, RIGHT, 1.0), member(bpe, FALSE_AT_3, 0.0)]
+def credit_of(group: list[Member], point: Divergence) -> np.ndarray:
+    """The point fed to validation as the rules judge's spans are, then to the credit
+    formula; fails the test if validation refuses it."""
+    wrong = group[point.rollout]
+    verdict = Verdict(wrong.final_answer, wrong.reference_answer, wrong.reward)
+    report = validate_spans(
+        [point.submission()], wrong.trace, L.DEFAULT_LABEL_SCORES, verdict=verdict
+    )
+    assert report.rejected == [] and report.accepted == [point.span()]
+    n = wrong.trace.num_tokens
+    return token_credit(
+        n, report.accepted, L.DEFAULT_LABEL_SCORES, lam=0.25, kappa=0.25, min_confidence=0.5
+    ).values
+
+
+def test_a_copy_up_to_one_false_line_diverges_on_that_line_only(tok: LoadedTokenizer) -> None:
+    group = [member(tok, RIGHT, 1.0), member(tok, FALSE_AT_3, 0.0)]
     (point,) = divergences(group)
-    assert (point.rollout, point.sibling, point.agreed) == (1, 0, 3)
-    assert point.reason == "checker_false"
+    assert (point.rollout, point.sibling, point.siblings, point.agreed) == (1, 0, (0,), 3)
+    assert point.reason == "checker_false" and point.text == "17 × 4 = 78."
     trace = group[1].trace
-    # The span is exactly the false line's tokens: its text is the line, and no token of
-    # the common steps before it is inside.
-    assert trace.span_text(point.start, point.end).strip() == "17 × 4 = 78."
     line_start = trace.text.index("17 × 4 = 78.")
-    assert trace.char_range(point.start, point.start + 1)[0] <= line_start
-    assert trace.char_range(point.start, point.end)[1] <= trace.text.index("\n340 + 78") + 1
-    common_end = trace.tokens_for_chars(0, line_start - 1)[1]
-    assert point.start >= common_end - 1  # at most the newline token is shared
-    span = point.span()
-    assert (span.label, span.start, span.end) == (L.INVALID, point.start, point.end)
+    line_end = line_start + len("17 × 4 = 78.")
+    # The span's tokens cover the line, and all they hold beside it is white space: no
+    # char of an earlier line (or a later one) is inside.
+    low, high = trace.char_range(point.start, point.end)
+    assert low <= line_start and line_end <= high
+    assert not trace.text[low:line_start].strip() and not trace.text[line_end:high].strip()
+    # The smallest such span: without its first or last token it no longer covers the line.
+    assert trace.char_range(point.start + 1, point.end)[0] > line_start
+    assert trace.char_range(point.start, point.end - 1)[1] < line_end
+    credit = credit_of(group, point)
+    assert (credit[point.start : point.end] == -0.25).all()
+    assert not credit[: point.start].any() and not credit[point.end :].any()
+    assert point.span() == Span(point.start, point.end, L.INVALID, 1.0, "17 × 4 = 78.")
 
 
 def test_a_departure_that_is_not_false_but_ends_wrong_is_still_invalid(
-    bpe: LoadedTokenizer,
+    tok: LoadedTokenizer,
 ) -> None:
-    group = [member(bpe, RIGHT, 1.0), member(bpe, WRONG_PLAN, 0.0)]
+    group = [member(tok, RIGHT, 1.0), member(tok, WRONG_PLAN, 0.0)]
     (point,) = divergences(group)
     assert (point.agreed, point.reason) == (2, "leads_to_wrong_answer")
-    assert point.text == "Only the 20 matters here."
-    assert point.span().label == L.INVALID
+    assert point.text == "Only the 20 matters here." and point.label == L.INVALID
+    credit = credit_of(group, point)
+    assert (credit[point.start : point.end] < 0).all() and np.count_nonzero(credit) == len(
+        range(point.start, point.end)
+    )
 
 
-def test_the_sibling_that_agrees_longest_pins_the_point(bpe: LoadedTokenizer) -> None:
+def test_the_sibling_that_agrees_longest_pins_the_point(tok: LoadedTokenizer) -> None:
     # Sibling 0 parts at step 1 already (another route); sibling 2 follows the wrong
     # rollout to its false line: the point is there, found against sibling 2.
-    other_route = ["We need 17 × 24.", "24 × 17 = 408.", "So the answer is \\boxed{408}."]
-    group = [member(bpe, other_route, 1.0), member(bpe, FALSE_AT_3, 0.0), member(bpe, RIGHT, 1.0)]
+    group = [member(tok, OTHER_ROUTE, 1.0), member(tok, FALSE_AT_3, 0.0), member(tok, RIGHT, 1.0)]
     (point,) = divergences(group)
-    assert (point.sibling, point.agreed, point.reason) == (2, 3, "checker_false")
-    # Two siblings agreeing as long: the first in the group wins.
-    group = [member(bpe, RIGHT, 1.0), member(bpe, FALSE_AT_3, 0.0), member(bpe, RIGHT, 1.0)]
-    assert divergences(group)[0].sibling == 0
+    assert (point.sibling, point.siblings, point.agreed) == (2, (2,), 3)
+    assert point.reason == "checker_false"
+    # Siblings agreeing as long: all are named, in group order; the first is `sibling`.
+    group = [member(tok, RIGHT, 1.0), member(tok, FALSE_AT_3, 0.0), member(tok, RIGHT, 1.0)]
+    (point,) = divergences(group)
+    assert (point.sibling, point.siblings) == (0, (0, 2))
 
 
-def test_no_point_without_a_correct_sibling_or_a_departure(bpe: LoadedTokenizer) -> None:
+def test_no_point_without_a_correct_sibling_or_a_departure(tok: LoadedTokenizer) -> None:
     # All wrong: nothing right to part from.
-    assert divergences([member(bpe, FALSE_AT_3, 0.0), member(bpe, WRONG_PLAN, 0.0)]) == []
+    assert divergences([member(tok, FALSE_AT_3, 0.0), member(tok, WRONG_PLAN, 0.0)]) == []
     # The wrong rollout stops early: a prefix of the correct one, no departure.
-    assert divergences([member(bpe, RIGHT, 1.0), member(bpe, RIGHT[:3], 0.0)]) == []
+    assert divergences([member(tok, RIGHT, 1.0), member(tok, RIGHT[:3], 0.0)]) == []
     # Correct rollouts get no divergence span.
-    assert divergences([member(bpe, RIGHT, 1.0), member(bpe, RIGHT, 1.0)]) == []
+    assert divergences([member(tok, RIGHT, 1.0), member(tok, RIGHT, 1.0)]) == []
+
+
+def test_a_wrong_rollout_that_shares_nothing_has_no_point(tok: LoadedTokenizer) -> None:
+    # No step in common with any correct sibling: nothing says which of its steps was the
+    # wrong turn, and its first line is no more to blame than the rest.
+    alone = ["Let x be the product.", "Then x is about 400.", "So the answer is \\boxed{400}."]
+    group = [member(tok, RIGHT, 1.0), member(tok, alone, 0.0), member(tok, OTHER_ROUTE, 1.0)]
+    assert divergences(group) == []
+
+
+def test_a_step_a_correct_sibling_shares_is_never_the_point(tok: LoadedTokenizer) -> None:
+    # Stopped early, with a stated (wrong) answer: a prefix of RIGHT. Against OTHER_ROUTE
+    # alone it would part at "Split 24 into 20 + 4." with its answer after; but RIGHT made
+    # that step too and was right, so there is no point at all.
+    stopped = member(tok, RIGHT[:4], 0.0, final="68")
+    assert stopped.answer_chars() is not None
+    group = [member(tok, RIGHT, 1.0), stopped, member(tok, OTHER_ROUTE, 1.0)]
+    assert divergences(group) == []
+    assert divergences([member(tok, OTHER_ROUTE, 1.0), stopped])[0].agreed == 1
+
+
+def test_a_departure_the_checker_proves_true_is_no_point(tok: LoadedTokenizer) -> None:
+    # "340 + 4 = 344." is the wrong plan, but true arithmetic: validation refuses an
+    # invalid there (the claim checks out), and so does divergence.
+    true_turn = [*PROBLEM_STEPS, "340 + 4 = 344.", "So the answer is \\boxed{344}."]
+    group = [member(tok, RIGHT, 1.0), member(tok, true_turn, 0.0)]
+    assert divergences(group) == []
+    wrong = group[1].trace
+    at = wrong.text.index("340 + 4 = 344.")
+    start, end = wrong.tokens_for_chars(at, at + len("340 + 4 = 344."))
+    forced = Divergence(1, 0, 3, start, end, "leads_to_wrong_answer", "340 + 4 = 344.", (0,))
+    report = validate_spans([forced.submission()], wrong, L.DEFAULT_LABEL_SCORES)
+    assert [r.code for r in report.rejected] == [S.CONTRADICTS_ARITHMETIC]
+
+
+def test_going_on_past_a_correct_sibling_to_a_wrong_answer(tok: LoadedTokenizer) -> None:
+    # The correct sibling ends where the wrong one goes on: the first step past it is
+    # the point.
+    on = [*RIGHT[:5], "Add the carry: \\boxed{418}."]
+    group = [member(tok, RIGHT[:5], 1.0), member(tok, on, 0.0)]
+    (point,) = divergences(group)
+    assert (point.agreed, point.reason, point.text) == (5, "leads_to_wrong_answer", on[5])
+
+
+def test_a_departure_after_the_wrong_answer_is_no_point(tok: LoadedTokenizer) -> None:
+    # Both wrote 418 first; the correct one then corrected itself. The wrong one's
+    # departure comes after its answer: it did not lead there.
+    right = [*PROBLEM_STEPS, "\\boxed{418}", "No: 340 + 68 = 408, so \\boxed{408}."]
+    wrong = [*PROBLEM_STEPS, "\\boxed{418}", "Done."]
+    assert divergences([member(tok, right, 1.0), member(tok, wrong, 0.0)]) == []
 
 
 def test_without_a_reward_the_answer_against_the_reference_decides(
-    bpe: LoadedTokenizer,
+    tok: LoadedTokenizer,
 ) -> None:
-    group = [member(bpe, RIGHT, None), member(bpe, FALSE_AT_3, None)]
+    group = [member(tok, RIGHT, None), member(tok, FALSE_AT_3, None)]
     assert [m.correct for m in group] == [True, False]
     assert [d.rollout for d in divergences(group)] == [1]
+    # No answer and no reward: neither right nor wrong, no part in the group.
+    assert member(tok, RIGHT[:3], None).correct is None
+
+
+def test_undecoded_members_take_no_part_and_submissions_go_per_rollout(
+    tok: LoadedTokenizer,
+) -> None:
+    assert divergences([None, member(tok, FALSE_AT_3, 0.0)]) == []
+    group = [member(tok, RIGHT, 1.0), None, member(tok, FALSE_AT_3, 0.0)]
+    points = divergences(group)
+    assert [p.rollout for p in points] == [2]
+    per_rollout = submissions(points, len(group))
+    assert per_rollout[:2] == [[], []] and per_rollout[2] == [points[0].submission()]
+    assert per_rollout[2][0]["evidence"] == "17 × 4 = 78."
 
 
 def test_steps_compare_in_the_checkers_form() -> None:
     # The checker reads "times" as ×; spacing never makes two steps differ.
     assert step_key("  17 times 4  =   68. ") == step_key("17 × 4 = 68.")
-    found = steps("a\n\n  b  \n")
-    assert [(s.key, "a\n\n  b  \n"[s.start : s.end]) for s in found] == [("a", "a"), ("b", "b")]
+    found = steps("a\n\n  b  \r\n")
+    assert [(s.key, "a\n\n  b  \r\n"[s.start : s.end]) for s in found] == [("a", "a"), ("b", "b")]
+    assert agreement(steps("a\nb\nc"), steps("a\n b\nd\nc")) == 2
 
 
 def test_merge_leaves_the_judges_own_spans_standing() -> None:
@@ -96,3 +219,57 @@ def test_merge_leaves_the_judges_own_spans_standing() -> None:
     points = [Span(15, 25, L.INVALID, 1.0, "y"), Span(30, 40, L.UNSUPPORTED, 1.0, "z")]
     merged = merge_spans(judged, points)
     assert [(s.start, s.label) for s in merged] == [(10, L.VALID_PROGRESS), (30, L.UNSUPPORTED)]
+
+
+# Lines a rollout may take at each place; a rollout is correct when it ends in 408.
+_POOL = [
+    "We need 17 × 24.",
+    "Split 24 into 20 + 4.",
+    "17 × 20 = 340.",
+    "17 × 4 = 68.",
+    "17 × 4 = 78.",
+    "Only the 20 matters here.",
+    "Let me think.",
+]
+_ENDS = ["So the answer is \\boxed{408}.", "So the answer is \\boxed{418}."]
+
+
+@st.composite
+def groups(draw: st.DrawFn) -> list[tuple[list[str], bool]]:
+    """2 to 6 rollouts, each a piece of one shared path and a tail of its own."""
+    size = draw(st.integers(2, 6))
+    path = draw(st.lists(st.sampled_from(_POOL), max_size=5))
+    out = []
+    for _ in range(size):
+        shared = path[: draw(st.integers(0, len(path)))]
+        tail = draw(st.lists(st.sampled_from(_POOL), max_size=3))
+        right = draw(st.booleans())
+        out.append(([*shared, *tail, _ENDS[0 if right else 1]], right))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(groups())
+def test_the_point_is_the_first_step_no_correct_sibling_shares(
+    bpe: LoadedTokenizer, drawn: list[tuple[list[str], bool]]
+) -> None:
+    group = [member(bpe, lines, 1.0 if right else 0.0) for lines, right in drawn]
+    lines = [steps(m.trace.text) for m in group]
+    correct = [i for i, (_, right) in enumerate(drawn) if right]
+    points = divergences(group)
+    assert all(not drawn[p.rollout][1] for p in points)
+    for p in points:
+        own = lines[p.rollout]
+        shared = {c: agreement(own, lines[c]) for c in correct}
+        # Every step before the point was made, in that place, by a correct sibling;
+        # the point itself by none.
+        assert p.agreed == max(shared.values()) >= 1
+        assert p.siblings == tuple(c for c in correct if shared[c] == p.agreed)
+        assert p.sibling == p.siblings[0]
+        step = own[p.agreed]
+        trace = group[p.rollout].trace
+        assert trace.span_text(p.start, p.end).strip() == trace.text[step.start : step.end]
+        assert (p.start, p.end) == trace.tokens_for_chars(step.start, step.end)
+    # No correct rollout: no point at all.
+    if not correct:
+        assert points == []

@@ -4,7 +4,7 @@ checked against the judge's own answer for the same token ids."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,24 @@ def fixed_rollouts(tokenizer: Any) -> tuple[list[list[int]], list[list[int]]]:
     return ids, masks
 
 
+def fixed_rollout_func(
+    tokenizer: Any,
+) -> tuple[list[list[int]], list[list[int]], Callable[[list[Any], Any], dict[str, Any]]]:
+    """The fixed completions, their env masks, and a TRL rollout_func that returns them."""
+    fixed, env_masks = fixed_rollouts(tokenizer)
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        prompt_ids = [tokenizer(p)["input_ids"] for p in prompts]
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": fixed,
+            "logprobs": None,
+            "env_mask": env_masks,
+        }
+
+    return fixed, env_masks, rollout_func
+
+
 def judged(
     server: LiveServer, ids: list[int], mask: list[int], tokenizer_dir: Path
 ) -> dict[str, Any]:
@@ -145,16 +163,7 @@ def test_advantages_reaching_the_loss_carry_the_judges_spans(
     server: LiveServer, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    fixed, env_masks = fixed_rollouts(tokenizer)
-
-    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        prompt_ids = [tokenizer(p)["input_ids"] for p in prompts]
-        return {
-            "prompt_ids": prompt_ids,
-            "completion_ids": fixed,
-            "logprobs": None,
-            "env_mask": env_masks,
-        }
+    fixed, env_masks, rollout_func = fixed_rollout_func(tokenizer)
 
     trainer = Recording(
         model=str(tiny_model_dir),
@@ -202,6 +211,43 @@ def test_advantages_reaching_the_loss_carry_the_judges_spans(
     logged = next(entry for entry in trainer.state.log_history if "judge/share" in entry)
     assert 0.0 < logged["judge/share"] < 1.0
     assert logged["judge/fallback"] == 0 and logged["judge/failed"] == 0
+
+
+def test_groupwise_sends_each_prompts_generations_as_one_group(
+    server: LiveServer, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    fixed, env_masks, rollout_func = fixed_rollout_func(tokenizer)
+
+    options = {"judge": "rules", "lambda": 0.25, "groupwise": True, "credit_encoding": "dense"}
+    trainer = Recording(
+        model=str(tiny_model_dir),
+        reward_funcs=correct,
+        args=config(tmp_path),
+        train_dataset=dataset(),
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+        judge_url=server.url,
+        judge_options=options,
+    )
+    trainer.seen = []
+    trainer.train()
+    assert trainer.last_judged is not None
+    _rows, response = trainer.last_judged
+    # The four generations of the one prompt went as one group, judged together.
+    assert response.groups is not None and len(response.groups) == 1
+    (block,) = response.groups.values()
+    assert block.size == 4
+    # The same four judged by /v1/judge/group: the credit that reached TRL is theirs.
+    rollouts = [
+        {"id": f"r{k}", "response_token_ids": ids, "response_mask": mask, "problem": PROBLEM,
+         "tokenizer": str(tiny_model_dir), "reference_answer": "408"}
+        for k, (ids, mask) in enumerate(zip(fixed, env_masks, strict=True))
+    ]  # fmt: skip
+    body = {"rollouts": rollouts, "options": {"judge": "rules", "lambda": 0.25}}
+    group = httpx.post(f"{server.url}/v1/judge/group", json=body, timeout=60).json()
+    assert group["group"]["correct"] == block.model_dump()["correct"]
+    assert [r.credit for r in response.results] == [r["credit"] for r in group["results"]]
 
 
 def test_generated_completions_keep_trls_eos_and_padding(

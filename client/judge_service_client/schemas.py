@@ -133,6 +133,12 @@ class Options(BaseModel):
     deadline_s: float | None = Field(default=None, gt=0.0, le=3600.0)
     use_cache: bool = True
     include_transcript: bool = False
+    groupwise: bool = Field(
+        default=False,
+        description="/v1/judge/batch and judge-service judge: judge the rollouts that share a "
+        "group_id as one group, as /v1/judge/group does (the group blocks come back in "
+        "`groups`); jobs and /v1/judge refuse it (422) for now.",
+    )
     fallback: Literal["rules", "zero", "none"] = Field(
         default="rules",
         description="What a failed LLM judge falls back to: rules (the rules judge's spans), "
@@ -296,9 +302,6 @@ class BatchStats(BaseModel):
     latency_ms: int
 
 
-class BatchResponse(BaseModel):
-    results: list[Result]
-    stats: BatchStats
 
 
 class GroupRequestBody(BaseModel):
@@ -346,8 +349,23 @@ class GroupBlock(BaseModel):
     )
     scores: list[float] | None = Field(
         default=None,
-        description="Equal-reward groups: relative scores in [-1, 1] summing to 0; lambda "
-        "times each is added to its rollout's credit before the kappa cap.",
+        description="Equal-reward groups: relative scores in [-1, 1] summing to 0; "
+        "score_factor times lambda times each is added to every token of its rollout.",
+    )
+    score_factor: float | None = Field(
+        default=None,
+        description="g in [0, 1]: the one factor of the group's score credit that keeps "
+        "every rollout's mean |credit| within kappa (1 when the cap does not bind).",
+    )
+
+
+class BatchResponse(BaseModel):
+    results: list[Result]
+    stats: BatchStats
+    groups: dict[str, GroupBlock] | None = Field(
+        default=None,
+        description="With options.groupwise: each judged group's block by its group_id "
+        "(its indices are within the group, in batch order).",
     )
 
 

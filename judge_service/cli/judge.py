@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge_service.cli.jsonl import iter_rollouts
+from judge_service.cli.judge_groups import Groups
 from judge_service.cli.results_file import Existing, Line, Writer, appending, rewriting, scan
 
 if TYPE_CHECKING:
@@ -79,6 +80,12 @@ def register(subparsers: Any) -> None:
         "--skip-preflight",
         action="store_true",
         help="do not check an LLM judge's provider (models list, one tiny request) first",
+    )
+    parser.add_argument(
+        "--groupwise",
+        action="store_true",
+        help="judge the lines that share a group_id as one group (options.groupwise): "
+        "divergence points, equal-reward scores",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
@@ -162,6 +169,7 @@ async def _run(args: argparse.Namespace) -> int:
                 "deadline_s": args.deadline_s,
                 "max_turns": args.max_turns,
                 "include_transcript": args.include_transcript or None,
+                "groupwise": args.groupwise or None,
             }.items()
             if v is not None
         }
@@ -182,7 +190,10 @@ async def _run(args: argparse.Namespace) -> int:
             open_out(args.output, existing) as out,
             tqdm(total=total, disable=args.no_progress, unit="rollout") as bar,
         ):
-            await _judge_file(args, engine, options, existing, advantages, out, bar, counts)
+            groups = Groups(engine, options, args.input) if args.groupwise else None
+            await _judge_file(
+                args, engine, options, existing, advantages, groups, out, bar, counts
+            )
     finally:
         await engine.aclose()
     summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
@@ -216,6 +227,7 @@ async def _judge_file(
     options: Options,
     existing: Existing,
     advantages: dict[str, GroupAdvantage],
+    groups: Groups | None,
     out: Writer,
     bar: Any,
     counts: Counter[str],
@@ -250,6 +262,8 @@ async def _judge_file(
             continue
         if before is not None and before.status not in retry:
             window.append(before)
+        elif groups is not None and rollout is not None and groups.holds(number, rollout):
+            window.append(asyncio.create_task(groups.result(number, rollout)))
         else:
             coroutine = _judge_line(engine, rollout, error, options, advantages, number, rollout_id)
             window.append(asyncio.create_task(coroutine))

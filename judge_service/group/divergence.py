@@ -1,24 +1,40 @@
 """Where a wrong rollout parts from its correct siblings: divergence credit, no LLM needed.
 
 In a GRPO group the rollouts of one prompt often share their first steps and part at
-one. For a wrong rollout W and a correct sibling C, the divergence point is W's first
-step (a non-blank line, compared in the checker's form with runs of spaces folded:
-`step_key`) that differs from C's step at the same place, provided that
+one. A step is a non-blank line, compared in the checker's form with runs of spaces
+folded (`step_key`: "17 times 4" and "17 × 4" are one step). For a wrong rollout W, its
+agreement with a correct sibling C is the number of leading steps the two share. The
+divergence point is W's step right after its *longest* agreement with any correct
+sibling, provided that
 
 - the checker proves it false (``checker_false``: `grounding.LineChecks`, the rules
-  judge's own exact arithmetic), or
-- W's wrong final answer stands at or after it (``leads_to_wrong_answer``): what W says
-  from there on ends in the answer the verifier refused.
+  judge's own exact arithmetic, as validation reads it), or
+- it is not a line the checker proves true whole, and W's wrong final answer stands at
+  or after it (``leads_to_wrong_answer``: what W says from there on ends in the answer
+  the verifier refused).
 
-A W that is a prefix of C, or whose wrong answer comes before the point, has none
-against C. Against several correct siblings, W's point is the one after the longest
-agreement (the sibling that went along with W the furthest pins the departure most
-closely); a tie goes to the sibling first in the group. Steps before the point carry no
-divergence credit: C made them too and was right.
+Why the longest agreement, and nothing else: every step before it was also made by a
+correct sibling, on the same path, so none of them can be the error (a point found
+against a sibling that agrees less would blame a step a correct rollout shares). The
+correct siblings that agree that long are the point's `siblings`, in group order; the
+first is its `sibling`. There is no point when
 
-A rollout is correct when the verifier's reward says so (``reward > 0``); without a
-reward, when its final answer decidably matches the reference; otherwise it is neither
-and takes no part.
+- no step is shared (agreement 0): the two took different routes from the start, and
+  nothing says which of W's steps was the wrong turn (blaming W's first line would mark
+  most wrong rollouts' restatement of the problem);
+- W is a prefix of a correct sibling (it stopped early; it never parted);
+- the step is proven true whole: validation refuses an ``invalid`` there
+  (``contradicts_arithmetic``), and the checker's word outranks the group's;
+- W's wrong answer comes before the step (the departure did not lead to it).
+
+The point is labelled ``invalid`` (the original material error, docs/design.md
+"Labels") and the steps before it carry no divergence credit. `Divergence.span` gives it
+as an accepted span (`spans.Span`), `Divergence.submission` as the rules judge submits
+its spans (a dict for `validate.validate_spans`); `submissions` per rollout of a group.
+
+A rollout is correct when the verifier's reward says so (``reward > 0``, as
+`final_answer.answers_match` reads a reward); without a reward, when its final answer
+decidably matches the reference; otherwise it is neither and takes no part.
 """
 
 from __future__ import annotations
@@ -37,17 +53,17 @@ from judge_service.trace.decode import Trace
 
 Reason = Literal["checker_false", "leads_to_wrong_answer"]
 # A divergence point is the wrong rollout's original material error as the group shows
-# it, `invalid` in the label table (docs/design.md "Labels"), whatever the reason: a
-# step the checker proves false, or the step from which the rollout goes on to its wrong
-# answer where a correct sibling did something else. (`unsupported` would not do: it
+# it, `invalid` in the label table, whatever the reason. (`unsupported` would not do: it
 # is a dependence on an earlier error, and credits only after an `invalid`.)
 LABELS: dict[Reason, str] = {"checker_false": L.INVALID, "leads_to_wrong_answer": L.INVALID}
+# The service found the point itself; its evidence is the step, which the span covers.
+CONFIDENCE = 1.0
 _SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
 class Step:
-    start: int  # chars of the trace's text
+    start: int  # chars of the trace's text, without surrounding white space
     end: int
     key: str  # what two steps are compared by
 
@@ -80,17 +96,32 @@ class Member:
 @dataclass(frozen=True)
 class Divergence:
     rollout: int  # the wrong rollout's index in the group
-    sibling: int  # the correct sibling it parts from
+    sibling: int  # the first correct sibling that agrees as long (`siblings[0]`)
     agreed: int  # steps the two share before the point
-    start: int  # the point's tokens in the wrong rollout
+    start: int  # the point's tokens in the wrong rollout, [start, end)
     end: int
     reason: Reason
     text: str  # the step as the rollout wrote it
+    siblings: tuple[int, ...] = ()  # every correct sibling agreeing `agreed` steps
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.reason]
 
     def span(self) -> Span:
-        """The point as a span of the wrong rollout (service-made: its evidence is the
-        step itself, which the span covers)."""
-        return Span(self.start, self.end, LABELS[self.reason], 1.0, self.text)
+        """The point as an accepted span of the wrong rollout."""
+        return Span(self.start, self.end, self.label, CONFIDENCE, self.text)
+
+    def submission(self) -> dict[str, object]:
+        """The point as a judge submits a span (the rules judge's form), for validation:
+        the step quoted whole anchors both ends of the span."""
+        return {
+            "start": self.start,
+            "end": self.end,
+            "label": self.label,
+            "confidence": CONFIDENCE,
+            "evidence": self.text,
+        }
 
 
 def step_key(line: str) -> str:
@@ -100,7 +131,7 @@ def step_key(line: str) -> str:
 
 
 def steps(text: str) -> list[Step]:
-    """The non-blank lines of `text`, with their char ranges (without the newline)."""
+    """The non-blank lines of `text`, with their char ranges (trimmed, no newline)."""
     found: list[Step] = []
     at = 0
     for line in text.split("\n"):
@@ -112,7 +143,8 @@ def steps(text: str) -> list[Step]:
     return found
 
 
-def _agreement(a: Sequence[Step], b: Sequence[Step]) -> int:
+def agreement(a: Sequence[Step], b: Sequence[Step]) -> int:
+    """How many leading steps `a` and `b` share."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x.key != y.key:
@@ -123,45 +155,54 @@ def _agreement(a: Sequence[Step], b: Sequence[Step]) -> int:
 
 def divergences(members: Sequence[Member | None]) -> list[Divergence]:
     """Each wrong member's divergence point against the group's correct members (see the
-    module docstring); wrong members with none are left out. A None member (a rollout
-    that could not be decoded, or a copy of an earlier one) takes no part."""
+    module docstring), in group order; wrong members with none are left out. A None
+    member (a rollout that could not be decoded, or a copy of an earlier one) takes no
+    part. No correct member: no points (nothing right to part from)."""
     verdicts = [None if m is None else m.correct for m in members]
     correct = [i for i, v in enumerate(verdicts) if v is True]
     if not correct:
-        return []  # nothing right to part from
+        return []
     lines = [[] if m is None else steps(m.trace.text) for m in members]
     found: list[Divergence] = []
     for w, verdict in enumerate(verdicts):
         wrong = members[w]
         if verdict is not False or wrong is None:
             continue
-        point = _point(wrong, lines[w], [(c, lines[c]) for c in correct])
+        point = _point(w, wrong, lines[w], [(c, lines[c]) for c in correct])
         if point is not None:
-            found.append(Divergence(w, *point))
+            found.append(point)
     return found
 
 
+def submissions(points: Sequence[Divergence], size: int) -> list[list[dict[str, object]]]:
+    """The points as each rollout's submission (`Divergence.submission`): rollout i's
+    list holds at most one span (a rollout has one point); correct rollouts' are empty."""
+    out: list[list[dict[str, object]]] = [[] for _ in range(size)]
+    for point in points:
+        out[point.rollout].append(point.submission())
+    return out
+
+
 def _point(
-    wrong: Member, own: list[Step], siblings: list[tuple[int, list[Step]]]
-) -> tuple[int, int, int, int, Reason, str] | None:
-    # The longest agreement first; among equal ones the sibling first in the group.
-    ranked = sorted(((_agreement(own, s), -c, c) for c, s in siblings), reverse=True)
+    w: int, wrong: Member, own: list[Step], siblings: list[tuple[int, list[Step]]]
+) -> Divergence | None:
+    agreements = [(c, agreement(own, s)) for c, s in siblings]
+    agreed = max(n for _, n in agreements)
+    if agreed == 0 or agreed >= len(own):
+        return None  # different routes from the start, or W never parted
+    step = own[agreed]
+    start, end = wrong.trace.tokens_for_chars(step.start, step.end)
     checks = LineChecks.of(wrong.trace)
-    answer_at = wrong.answer_chars()
-    for agreed, _, sibling in ranked:
-        if agreed >= len(own):
-            continue  # the wrong rollout is a prefix of this sibling: no departure
-        step = own[agreed]
-        start, end = wrong.trace.tokens_for_chars(step.start, step.end)
-        if end <= start:
-            continue
-        reason: Reason
-        if checks.false_on(start, end) is not None:
-            reason = "checker_false"
-        elif answer_at is not None and answer_at >= step.start:
-            reason = "leads_to_wrong_answer"
-        else:
-            continue
-        text = wrong.trace.text[step.start : step.end]
-        return sibling, agreed, start, end, reason, text
-    return None
+    reason: Reason
+    if checks.false_on(start, end) is not None:
+        reason = "checker_false"
+    elif checks.proven_true(start, end):
+        return None
+    else:
+        answer_at = wrong.answer_chars()
+        if answer_at is None or answer_at < step.start:
+            return None
+        reason = "leads_to_wrong_answer"
+    best = tuple(c for c, n in agreements if n == agreed)
+    text = wrong.trace.text[step.start : step.end]
+    return Divergence(w, best[0], agreed, start, end, reason, text, best)

@@ -16,7 +16,8 @@ tokens, one `group_id` if any. Then:
 
 What is not here yet (issue 30): one LLM session reading the whole group (⟦r.n⟧
 markers, shared prefixes sent once, contrast evidence); today each rollout has a session
-of its own, and the LLM judge gets no divergence hints.
+of its own, and the LLM judge gets no divergence hints. `batch.py` applies this to each
+group of a batch (options.groupwise).
 """
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from judge_service import credit as credit_mod
-from judge_service.credit import FloatArray
+from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.errors import InputError, LimitError
 from judge_service.group.divergence import Divergence, Member, divergences
-from judge_service.group.scores import preferences_of_ranking, relative_scores, with_relative_score
+from judge_service.group.scores import preferences_of_ranking, relative_scores, score_credits
 from judge_service.offload import off_loop
 from judge_service.pipeline import Engine, batch_stats
-from judge_service.resolve import resolve
+from judge_service.resolve import Resolved, resolve
 from judge_service.schemas import (
     DivergencePoint,
     GroupBlock,
@@ -45,14 +47,16 @@ from judge_service.schemas import (
     Rollout,
 )
 from judge_service.spans import Span
-from judge_service.trace import Trace
+from judge_service.trace import Trace, last_boxed
+from judge_service.validate import Verdict, validate_spans
 
 Judged = tuple[Result, FloatArray | None]
 
 
-def check_group(rollouts: Sequence[Rollout], engine: Engine) -> None:
+def check_group(rollouts: Sequence[Rollout], engine: Engine, fields: Sequence[str]) -> None:
     """Bad input, before anything is decoded or paid: LimitError (413) over a limit,
-    InputError (422) naming the first rollout that is not of the group's prompt."""
+    InputError (422) naming the first rollout that is not of the group's prompt
+    (`fields[i]`: where rollout i sits in the request)."""
     settings = engine.settings
     if len(rollouts) > settings.max_group_size:
         raise LimitError(
@@ -72,9 +76,9 @@ def check_group(rollouts: Sequence[Rollout], engine: Engine) -> None:
         for name in ("problem", "reference_answer", "group_id"):
             if getattr(rollout, name) != getattr(first, name):
                 raise InputError(
-                    f"differs from rollouts[0].{name}: a group is the rollouts of one "
+                    f"differs from {fields[0]}.{name}: a group is the rollouts of one "
                     "prompt (judge different prompts with /v1/judge/batch)",
-                    field=f"rollouts[{i}].{name}",
+                    field=f"{fields[i]}.{name}",
                 )
 
 
@@ -90,6 +94,15 @@ def copies(rollouts: Sequence[Rollout], default_tokenizer: str | None) -> list[i
     return out
 
 
+@dataclass
+class Judging:
+    """A group judged: each rollout's result and credit, its advantage, the group block."""
+
+    judged: list[Judged]
+    advantages: list[GroupAdvantage | None]
+    block: GroupBlock
+
+
 async def judge_group(
     engine: Engine, rollouts: Sequence[Rollout], options: Options
 ) -> GroupResponse:
@@ -98,25 +111,39 @@ async def judge_group(
     began = time.perf_counter()
     if not rollouts:
         raise InputError("a group needs rollouts", field="rollouts")
-    check_group(rollouts, engine)
+    fields = [f"rollouts[{i}]" for i in range(len(rollouts))]
+    check_group(rollouts, engine, fields)
+    done = await judging(engine, rollouts, options, fields)
+    return GroupResponse(
+        results=[r for r, _ in done.judged],
+        stats=batch_stats(done.judged, done.advantages, began),
+        group=done.block,
+    )
+
+
+async def judging(
+    engine: Engine, rollouts: Sequence[Rollout], options: Options, fields: Sequence[str]
+) -> Judging:
+    """Judge a group already checked (`check_group`); `fields[i]` is where rollout i sits
+    in the request, for its errors."""
     resolved = resolve(options, engine.settings)
     same_as = copies(rollouts, engine.settings.default_tokenizer)
     members = [
-        None if same_as[i] is not None else await _member(engine, r, f"rollouts[{i}]")
+        None if same_as[i] is not None else await _member(engine, r, fields[i])
         for i, r in enumerate(rollouts)
     ]
     tokens = sum(len(r.response_token_ids) for r in rollouts)
     points = await off_loop(tokens, functools.partial(divergences, members))
     by_rollout = {p.rollout: p for p in points}
     advantages = credit_mod.group_advantages(
-        [r.reward for r in rollouts], ["group"] * len(rollouts)
+        [r.reward for r in rollouts], ["group"] * len(rollouts), [f"{f}.reward" for f in fields]
     )
 
     async def judge(i: int) -> Judged:
         point = by_rollout.get(i)
-        extra = None if point is None else _fixed([point.span()])
+        extra = None if point is None else _validated(point, rollouts[i], resolved)
         return await engine.judge_or_fail(
-            rollouts[i], options, advantages[i], field=f"rollouts[{i}]", extra=extra
+            rollouts[i], options, advantages[i], field=fields[i], extra=extra
         )
 
     unique = [i for i, s in enumerate(same_as) if s is None]
@@ -129,31 +156,44 @@ async def judge_group(
         judged.append((result, values))
     rewards = [r.reward for r in rollouts]
     equal = None not in rewards and len(set(rewards)) == 1
-    ranking = scores = None
+    ranked = None
     # Under relative κ the budget is κ times the group's mean |A|, 0 here: no credit.
     if equal and resolved.kappa_mode == "absolute":
-        ranking, scores = _rank(judged, resolved.lam, resolved.kappa, resolved.encoding, rollouts)
+        ranked = _rank(judged, resolved.lam, resolved.kappa, resolved.encoding, rollouts)
     block = GroupBlock(
         size=len(rollouts),
         correct=[_verdict(same_as, members, i) for i in range(len(rollouts))],
         same_as=same_as,
         divergence=[_point(p, judged[p.rollout][0]) for p in points],
         equal_reward=equal,
-        ranking=ranking,
-        scores=scores,
+        ranking=None if ranked is None else ranked[0],
+        scores=None if ranked is None else ranked[1],
+        score_factor=None if ranked is None else ranked[2],
     )
-    return GroupResponse(
-        results=[r for r, _ in judged],
-        stats=batch_stats(judged, advantages, began),
-        group=block,
-    )
+    return Judging(judged, advantages, block)
 
 
-def _fixed(spans: list[Span]) -> Callable[[Trace], list[Span]]:
-    """The spans to add, whatever the trace: they were found on the same decode."""
+def _validated(
+    point: Divergence, rollout: Rollout, resolved: Resolved
+) -> Callable[[Trace], list[Span]]:
+    """The point as validation accepts it, on the trace the rollout is judged on: the
+    same checks as a judge's span (its size within JUDGE_MAX_POINT_SPAN_TOKENS, its step
+    not proven true), so the service's own spans get no credit a judge's could not."""
 
-    def added(_trace: Trace) -> list[Span]:
-        return spans
+    def added(trace: Trace) -> list[Span]:
+        final = rollout.final_answer
+        if final is None:
+            boxed = last_boxed(trace.text)
+            final = boxed.content if boxed else None
+        verdict = Verdict(final, rollout.reference_answer, rollout.reward)
+        report = validate_spans(
+            [point.submission()],
+            trace,
+            resolved.label_scores,
+            limits=resolved.span_limits,
+            verdict=verdict,
+        )
+        return list(report.accepted)
 
     return added
 
@@ -201,13 +241,14 @@ def _rank(
     kappa: float,
     encoding: credit_mod.Encoding,
     rollouts: Sequence[Rollout],
-) -> tuple[list[list[int]] | None, list[float] | None]:
-    """Equal rewards: tiers by judged credit per token (best first), their zero-sum scores,
-    and each rollout's credit and advantage with λ·score added under the κ cap (in place).
-    Rollouts without credit (failed) are left out and score 0."""
+) -> tuple[list[list[int]], list[float], float] | None:
+    """Equal rewards: tiers by judged credit per token (best first), their zero-sum
+    scores, and each rollout's credit and advantage with g·λ·score added (in place; g the
+    one group factor that keeps every rollout within κ: `scores.score_credits`). Rollouts
+    without credit (failed) are left out and score 0."""
     scored = [i for i, (_, values) in enumerate(judged) if values is not None and values.size]
     if len(scored) < 2:
-        return None, None
+        return None
     means = {i: round(float(np.asarray(judged[i][1]).mean()), 9) for i in scored}
     tiers = [
         [i for i in scored if means[i] == level]
@@ -216,17 +257,19 @@ def _rank(
     local = {i: k for k, i in enumerate(scored)}
     ranked = [[local[i] for i in tier] for tier in tiers]
     subset = relative_scores(len(scored), preferences_of_ranking(len(scored), ranked))
+    credits = [np.asarray(judged[i][1], np.float64) for i in scored]
+    masks = [
+        None if rollouts[i].response_mask is None
+        else np.asarray(rollouts[i].response_mask, np.float64)
+        for i in scored
+    ]  # fmt: skip
+    totals, factor = score_credits(credits, subset, lam=lam, kappa=kappa, masks=masks)
     scores = [0.0] * len(judged)
-    for i, score in zip(scored, subset, strict=True):
+    for i, score, total in zip(scored, subset, totals, strict=True):
         scores[i] = score
-        result, values = judged[i]
-        assert values is not None
-        mask = rollouts[i].response_mask
-        weights = None if mask is None else np.asarray(mask, np.float64)
-        total, factor = with_relative_score(values, score, lam=lam, budget=kappa, mask=weights)
+        result = judged[i][0]
         result.credit = credit_mod.encode(total, encoding)
         if result.advantage is not None:  # A_i is 0 in an equal-reward group
             result.advantage = credit_mod.encode(total, encoding)
-        result.credit_scale *= factor
         judged[i] = (result, total)
-    return tiers, scores
+    return tiers, scores, factor

@@ -91,6 +91,12 @@ class JobService:
         for name, field in tokenizers.items():  # load now: a wrong name fails the request
             await self.engine.tokenizers.aget(name, field)
         options = body.options
+        if options.groupwise:  # one queue entry per group: not built yet (issue 30)
+            raise InputError(
+                "groupwise judging is for /v1/judge/batch, /v1/judge/group and "
+                "judge-service judge; jobs do not support it yet",
+                field="options.groupwise",
+            )
         self.engine.judge_for(options.judge or settings.default_judge)
         limit = settings.jobs_max_deadline_s
         if options.deadline_s is not None and options.deadline_s > limit:

@@ -64,6 +64,9 @@ class JudgeCreditGRPOTrainer(GRPOTrainer):
     judge_errors: "raise" (default) stops training when the service cannot be reached;
         "zero" trains that step on TRL's advantages alone and counts ``judge/errors``.
     judge_in_eval: also judge evaluation batches (off: their advantages are not trained on).
+
+    With ``judge_options={"groupwise": True}`` each prompt's ``num_generations``
+    completions are judged as one group (divergence points, equal-reward scores).
     """
 
     def __init__(
@@ -157,6 +160,12 @@ class JudgeCreditGRPOTrainer(GRPOTrainer):
                 rollout["reference_answer"] = reference
             if tool_mask is not None:
                 rollout["response_mask"] = tool_mask[i, :n].int().tolist()
+            if self.judge_options.groupwise:
+                # TRL lays each prompt's num_generations completions side by side in the
+                # global batch, whose slice of batch rows this process holds: a group cut
+                # by a process boundary is judged as the part each process sees.
+                group = (rank * batch + i) // self.num_generations
+                rollout["group_id"] = f"{step}-{group}"
             rollouts.append(rollout)
         try:
             response = self.judge_client.judge_batch(rollouts, self.judge_options)

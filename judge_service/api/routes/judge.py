@@ -9,6 +9,7 @@ from judge_service.api.deps import EngineDep
 from judge_service.api.responses import json_response
 from judge_service.api.routing import OffLoopBodyRoute
 from judge_service.credit import advantage_in_group
+from judge_service.group.batch import check_groupwise, judge_batch_groupwise
 from judge_service.group.judge import judge_group
 from judge_service.schemas import (
     ERROR_RESPONSES,
@@ -33,6 +34,7 @@ router = APIRouter(prefix="/v1", tags=["judge"], route_class=OffLoopBodyRoute)
 async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Response:
     """Judge one rollout. Bad input is a 4xx naming the field; a judge failure is a
     ``fallback`` result, not an error."""
+    check_groupwise(body.options, "/v1/judge (one rollout)")
     advantage = advantage_in_group(
         body.rollout.reward, body.group_rewards, reward_field="rollout.reward"
     )
@@ -49,8 +51,12 @@ async def judge_rollout(body: JudgeRequestBody, engine: EngineDep) -> Response:
 )
 async def judge_batch(body: BatchRequestBody, engine: EngineDep) -> Response:
     """Judge rollouts concurrently: one result per rollout, in order. Rollouts that share a
-    ``group_id`` and carry a ``reward`` get Dr. GRPO advantages."""
-    response = await engine.judge_batch(body.rollouts, body.options)
+    ``group_id`` and carry a ``reward`` get Dr. GRPO advantages; with
+    ``options.groupwise`` each such group is judged together, as by /v1/judge/group."""
+    if body.options.groupwise:
+        response = await judge_batch_groupwise(engine, body.rollouts, body.options)
+    else:
+        response = await engine.judge_batch(body.rollouts, body.options)
     return await json_response(response, sum(r.num_tokens for r in response.results))
 
 
