@@ -30,6 +30,10 @@ class Fault:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b'{"detail": "scripted fault"}'
+    # Close the connection without an answer (a replica that went away): before the
+    # request reaches the upstream, or after it did and answered ("relayed").
+    drop: bool = False
+    relayed: bool = False
 
 
 @dataclass
@@ -40,6 +44,7 @@ class FaultServer:
     upstream: str
     script: list[Fault] = field(default_factory=list)
     seen: list[tuple[float, str, str]] = field(default_factory=list)
+    dropped: list[bytes] = field(default_factory=list)  # upstream answers never delivered
     url: str = ""
 
 
@@ -56,6 +61,14 @@ def fault_server(upstream: str, script: list[Fault]) -> Iterator[FaultServer]:
             with lock:
                 state.seen.append((time.monotonic(), self.command, self.path))
                 fault = state.script.pop(0) if state.script else None
+            if fault is not None and fault.drop:
+                if fault.relayed:
+                    kind = {"content-type": "application/json"}
+                    answer = relay.request(self.command, self.path, content=body, headers=kind)
+                    with lock:
+                        state.dropped.append(answer.content)
+                self.close_connection = True
+                return
             if fault is not None:
                 self.send_response(fault.status)
                 self.send_header("content-type", "application/json")

@@ -179,6 +179,28 @@ def test_retry_after_forms() -> None:
     assert policy.delay(httpx.Response(400, request=request), 1, 0.0) is None
 
 
+def test_a_dropped_connection_is_sent_again_and_a_job_made_once(
+    server: str, rollouts: list[dict[str, Any]]
+) -> None:
+    # The first submission reaches the server, which makes the job, but its answer is
+    # lost with the connection; the client sends it again, with the same idempotency key,
+    # and gets that same job, not a second one. A connection dropped before the server
+    # saw the request is sent again too.
+    script = [Fault(0, drop=True, relayed=True), Fault(0, drop=True)]
+    with fault_server(server, script) as proxy, JudgeClient(proxy.url) as client:
+        job = client.submit_job(rollouts[:2])
+        polled = client.get_job(job.id)
+    (lost,) = proxy.dropped
+    assert job.id == httpx.Response(202, content=lost).json()["id"]
+    assert polled.counts.total == 2
+    assert [m for _t, m, _p in proxy.seen] == ["POST", "POST", "POST", "GET"]
+    # Not after a timeout: the server may still be working on it.
+    policy = RetryPolicy()
+    assert policy.dropped(httpx.ReadTimeout("slow"), 1, 0.0) is None
+    assert policy.dropped(httpx.RemoteProtocolError("gone"), 1, 0.0) == policy.backoff_s
+    assert policy.dropped(httpx.ConnectError("refused"), policy.max_attempts, 0.0) is None
+
+
 def test_no_server_is_a_transport_error() -> None:
     import socket
 

@@ -50,7 +50,7 @@ class AsyncJudgeClient(BaseClient[httpx.AsyncBaseTransport]):
                         step.method, step.path, json=step.json, params=step.params
                     )
                 except httpx.TransportError as exc:
-                    raise step.failed(exc) from exc
+                    steps.reply = exc  # the call decides: send again, or raise it
 
     async def _run(self, call: Call[T]) -> T:
         steps = Steps(call)

@@ -81,7 +81,8 @@ class Steps(Generic[T]):
 
     def __init__(self, call: Call[T]) -> None:
         self._call = call
-        self.reply: httpx.Response | None = None
+        # A Send's response, or the transport error that stood in for one.
+        self.reply: httpx.Response | httpx.TransportError | None = None
 
     def __iter__(self) -> Iterator[Step]:
         return self
@@ -131,17 +132,23 @@ class BaseClient(Generic[TransportT]):
     def _request(
         self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None
     ) -> Call[httpx.Response]:
-        """One request, sent again after 429/503 as `retry` says; an error raises."""
+        """One request, sent again after 429/503 or a dropped connection as `retry` says;
+        an error raises."""
         send = Send(method, path, json, params)
         waited = 0.0
         attempt = 0
         while True:
             attempt += 1
-            response: httpx.Response = yield send
-            wait = self.retry.delay(response, attempt, waited)
-            if wait is None:
-                raise_for_status(response)
-                return response
+            reply: httpx.Response | httpx.TransportError = yield send
+            if isinstance(reply, httpx.TransportError):
+                wait = self.retry.dropped(reply, attempt, waited)
+                if wait is None:
+                    raise send.failed(reply) from reply
+            else:
+                wait = self.retry.delay(reply, attempt, waited)
+                if wait is None:
+                    raise_for_status(reply)
+                    return reply
             yield Sleep(wait)
             waited += wait
 

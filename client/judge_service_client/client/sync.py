@@ -49,7 +49,7 @@ class JudgeClient(BaseClient[httpx.BaseTransport]):
                         step.method, step.path, json=step.json, params=step.params
                     )
                 except httpx.TransportError as exc:
-                    raise step.failed(exc) from exc
+                    steps.reply = exc  # the call decides: send again, or raise it
 
     def _run(self, call: Call[T]) -> T:
         steps = Steps(call)

@@ -36,7 +36,8 @@ FINAL_JOB_STATES = frozenset({"done", "failed", "cancelled"})
 class RetryPolicy:
     """429 and 503 are retried, waiting what ``retry-after`` says (else an exponential
     backoff), at most `max_attempts` sends and `max_wait_s` seconds of waiting in all: a
-    wait that would pass that budget is not begun, and the error is raised at once."""
+    wait that would pass that budget is not begun, and the error is raised at once. A
+    request that got no answer (`dropped`) is sent again under the same budget."""
 
     max_attempts: int = 5
     max_wait_s: float = 60.0
@@ -55,6 +56,22 @@ class RetryPolicy:
             else min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
         )
         return wait if waited + wait <= self.max_wait_s else None
+
+
+    def dropped(self, error: httpx.TransportError, attempt: int, waited: float) -> float | None:
+        """Seconds to wait before sending again a request that got no answer, or None to
+        raise it: only when the connection failed or closed without a response (a load
+        balancer's replica went away), never after a timeout (the server may still be
+        judging it). Every call of this client is safe to send again: judging is a pure
+        function of the request, and a job submission carries an idempotency key."""
+        if not isinstance(error, _DROPPED) or attempt >= self.max_attempts:
+            return None
+        wait = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+        return wait if waited + wait <= self.max_wait_s else None
+
+
+# No answer came, and none is coming: the connection could not be made or was closed.
+_DROPPED = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 def headers(api_key: str | None) -> dict[str, str]:
