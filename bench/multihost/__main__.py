@@ -13,7 +13,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from bench.multihost.driver import Config, run
+from bench.multihost.config import Config
+from bench.multihost.driver import run
 from bench.multihost.haproxy import Timing
 from bench.multihost.preflight import bounded, missing
 from bench.multihost.report import markdown

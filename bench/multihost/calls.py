@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from judge_service_client.client import JudgeClient, RetryPolicy
 from judge_service_client.client.errors import JudgeClientError, NotFoundError
 
-from bench.multihost.provider import check_llm_results
+from bench.multihost.provider import OPTIONS as LLM_OPTIONS
+from bench.multihost.provider import Provider, check_llm_results
 from bench.multihost.workload import (
     OPTIONS,
     Attempt,
@@ -160,6 +161,14 @@ def verify(recorder: Recorder, url: str, job: Job, expected: list[dict[str, Any]
 
 def make_jobs(phase: str, count: int, cycles: int) -> list[Job]:
     return [Job(f"{phase}-{n}", rollouts(f"{phase}-{n}", cycles)) for n in range(count)]
+
+
+def make_llm_jobs(llm: Provider, phase: str, count: int, size: int) -> list[Job]:
+    """Jobs for the scripted LLM judge: `size` rollouts each, one script per rollout."""
+    return [
+        Job(f"{phase}-{n}", llm.rollouts(f"{phase}-{n}", size), options=LLM_OPTIONS)
+        for n in range(count)
+    ]
 
 
 @dataclass

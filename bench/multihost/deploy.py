@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -69,6 +70,26 @@ class Deployment:
         finally:
             client.close()
         return {row["name"]: int(row["pending"]) for row in rows}
+
+    def held_by_job(self, host: Host) -> Counter[str]:
+        """Rollouts the host's workers hold now, by job id: which jobs a cut would orphan.
+        (A stream entry names its job; the pending list names only the entry.)"""
+        queue = f"{self.prefix}:queue"
+        client = self.redis()
+        try:
+            entries = [
+                row["message_id"]
+                for name in self.worker_names(host)
+                for row in client.xpending_range(queue, "judges", "-", "+", 10_000, name)
+            ]
+            pipe = client.pipeline(transaction=False)
+            for entry in entries:
+                pipe.xrange(queue, entry, entry)
+            found = pipe.execute() if entries else []
+        finally:
+            client.close()
+        # An entry deleted since (its job removed) comes back empty or without fields.
+        return Counter(fields["job"] for rows in found for _, fields in rows if fields)
 
     def cut(self, host: Host) -> float:
         """Cut the host off: its link down first (nothing it says after this arrives: no

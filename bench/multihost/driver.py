@@ -4,59 +4,32 @@ replica and its workers each):
 1. warm-up: one job, not measured (each worker's first rollouts load its tokenizer);
 2. throughput with both hosts: a set of jobs, rollouts per second, judged by the rules
    judge (CPU-bound), then by a scripted LLM judge (latency-bound: provider.py);
-3. the cut: jobs and batch calls through haproxy; once part of the jobs is judged, the
-   host whose workers hold the most rollouts is cut off (link down, processes
-   SIGKILLed); more jobs are submitted while haproxy fails over;
+3. the cut (cut.py): an LLM job, rules jobs and batch calls through haproxy; once part
+   of the LLM job is judged, the host whose workers hold the most of it is cut off
+   (link down, processes SIGKILLed); more jobs are submitted while haproxy fails over;
 4. throughput with the survivor alone: the same job sets, fresh ids.
 
 Every job of every phase is then read back: exactly one result per rollout, in order,
-equal to the judgment of the same rollout in this process."""
+equal to the judgment of the same rollout in this process (rules) or judged as its
+script says (LLM)."""
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.multihost import haproxy
-from bench.multihost.calls import (
-    BatchCall,
-    Job,
-    Recorder,
-    batch_loop,
-    make_jobs,
-    submit,
-    submit_all,
-    verify,
-    wait_all,
-)
+from bench.multihost.calls import Job, Recorder, make_jobs, make_llm_jobs, submit, verify, wait_all
+from bench.multihost.config import Config
+from bench.multihost.cut import cut_phase
 from bench.multihost.deploy import Deployment, deployed
-from bench.multihost.netns import Host, Topology
+from bench.multihost.netns import Topology
 from bench.multihost.provider import DELAY_S, WORKER_CONCURRENCY, Provider, provider
-from bench.multihost.provider import OPTIONS as LLM_OPTIONS
 from bench.multihost.report import failover_figures
 from bench.multihost.workload import reference
-
-
-@dataclass(frozen=True)
-class Config:
-    cycles: int = 20  # a job holds cycles × 12 rollouts
-    jobs: int = 6  # per throughput phase, and judged across the cut
-    cut_at: float = 0.3  # the cut comes once this share of the cut jobs is judged
-    late_jobs: int = 4  # small jobs submitted right after the cut, while haproxy fails over
-    batch_threads: int = 2
-    batch_max_calls: int = 2000  # per thread: the loops are bounded in count and time
-    after_cut_s: float = 8.0  # batch calls go on this long after the cut
-    job_timeout_s: float = 180.0
-    dead_after_s: float = 5.0  # JUDGE_JOBS_DEAD_AFTER_S: a silent worker is dead after it
-    llm_jobs: int = 2  # per latency-bound phase
-    llm_rollouts: int = 160  # per job of the latency-bound phases
-    timing: haproxy.Timing = field(default_factory=haproxy.Timing)
-    logs: Path | None = None
 
 
 def run(config: Config) -> dict[str, Any]:
@@ -76,17 +49,17 @@ def run(config: Config) -> dict[str, Any]:
                          logs=config.logs) as deployment:  # fmt: skip
         ready_s = time.monotonic() - began
         recorder = Recorder()
-        warm = make_jobs("warm", 1, config.cycles) + llm_jobs(llm[0], "warm-llm", 1, 16)
+        warm = make_jobs("warm", 1, config.cycles) + make_llm_jobs(llm[0], "warm-llm", 1, 16)
         run_jobs(deployment, recorder, warm, config, expected)
         two = throughput(deployment, recorder, make_jobs("two", config.jobs, config.cycles),
                          config, expected)  # fmt: skip
-        two_llm = throughput(deployment, recorder, llm_jobs(llm[0], "two-llm", config.llm_jobs,
-                             config.llm_rollouts), config, expected)  # fmt: skip
-        cut = cut_phase(deployment, recorder, config, expected)
+        two_llm = throughput(deployment, recorder, llm_phase(llm[0], "two-llm", config),
+                             config, expected)  # fmt: skip
+        cut = cut_phase(deployment, recorder, llm[0], config, expected)
         one = throughput(deployment, recorder, make_jobs("one", config.jobs, config.cycles),
                          config, expected)  # fmt: skip
-        one_llm = throughput(deployment, recorder, llm_jobs(llm[0], "one-llm", config.llm_jobs,
-                             config.llm_rollouts), config, expected)  # fmt: skip
+        one_llm = throughput(deployment, recorder, llm_phase(llm[0], "one-llm", config),
+                             config, expected)  # fmt: skip
         log = deployment.fleet.logs / f"{deployment.front.name}-haproxy.log"
         died = deployment.live_problems()
         tag, logs = deployment.topology.tag, deployment.fleet.logs
@@ -138,19 +111,16 @@ def lost(job: Job) -> int:
     return len(job.rollouts) - int(job.view.get("counts", {}).get("done", 0))
 
 
+def llm_phase(llm: Provider, phase: str, config: Config) -> list[Job]:
+    return make_llm_jobs(llm, phase, config.llm_jobs, config.llm_rollouts)
+
+
 def ratio(two: dict[str, Any], one: dict[str, Any]) -> dict[str, Any]:
     return {
         "two_hosts": two,
         "one_host": one,
         "ratio_two_to_one": round(two["rollouts_per_s"] / one["rollouts_per_s"], 2),
     }
-
-
-def llm_jobs(llm: Provider, phase: str, count: int, size: int) -> list[Job]:
-    return [
-        Job(f"{phase}-{n}", llm.rollouts(f"{phase}-{n}", size), options=LLM_OPTIONS)
-        for n in range(count)
-    ]
 
 
 def throughput(deployment: Deployment, recorder: Recorder, jobs: list[Job], config: Config,
@@ -193,115 +163,3 @@ def service_cpu_s(deployment: Deployment) -> float:
             continue  # killed with its host
         total += sum(int(x) for x in stat.rsplit(")", 1)[1].split()[11:13])
     return total / tick
-
-
-def cut_phase(deployment: Deployment, recorder: Recorder, config: Config,
-              expected: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
-    jobs = make_jobs("cut", config.jobs, config.cycles)
-    late = make_jobs("late", config.late_jobs, 2)
-    stop = threading.Event()
-    calls: list[BatchCall] = []
-    threads = [
-        threading.Thread(
-            target=batch_loop,
-            args=(recorder, deployment.url, f"t{n}", expected, stop, config.batch_max_calls, calls),
-            daemon=True,
-        )
-        for n in range(config.batch_threads)
-    ]
-    # Submitted in the failover window, each with its own key: a submission whose answer
-    # was lost is sent again with the same key and must find the same job. From a thread:
-    # a submission stuck on the cut host must not stop the clocks.
-    submitter = threading.Thread(target=submit_all, args=(recorder, deployment.url, late))
-    client, transport = recorder.client(deployment.url)
-    with client:
-        for job in jobs:
-            submit(recorder, client, transport, job)
-        for thread in threads:
-            thread.start()
-        try:
-            total = sum(len(j.rollouts) for j in jobs)
-            victim = wait_to_cut(deployment, recorder, jobs, int(total * config.cut_at),
-                                 config.job_timeout_s)  # fmt: skip
-            cut_at = deployment.cut(victim)
-            # Its link is down: no acknowledgement of its workers can arrive any more, so
-            # what they hold now is exactly what the others must take over.
-            pending = deployment.pending_by_consumer()
-            orphaned = sum(pending.get(n, 0) for n in deployment.worker_names(victim))
-            cut_wall = time.time() - (time.monotonic() - cut_at)  # job times are wall clock
-            judged_at_cut = sum(j.view["counts"]["done"] for j in jobs)
-            submitter.start()
-            down_s, taken_over_s = watch(deployment, victim, cut_at, config)
-            stop.wait(max(0.0, cut_at + config.after_cut_s - time.monotonic()))
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=60)
-            if submitter.ident is not None:
-                submitter.join(timeout=config.job_timeout_s)
-    everything = jobs + late
-    wait_all(recorder, deployment.url, everything, config.job_timeout_s)
-    for job in everything:
-        verify(recorder, deployment.url, job, expected)
-    finished = [j.view.get("finished_at") or 0.0 for j in everything]
-    survivor = next(h for h in deployment.replicas if h is not victim)
-    return {
-        "jobs": everything,
-        "victim": victim.name,
-        "survivor": survivor.name,
-        "cut_at": cut_at,
-        "rollouts": sum(len(j.rollouts) for j in everything),
-        "judged_at_cut": judged_at_cut,
-        "orphaned_at_cut": orphaned,
-        "haproxy_marked_down_s": down_s,
-        "worker_takeover_s": taken_over_s,
-        "jobs_finished_after_cut_s": round(max(finished) - cut_wall, 2),
-        "batch_calls": calls,
-    }
-
-
-def wait_to_cut(deployment: Deployment, recorder: Recorder, jobs: list[Job], judged: int,
-                timeout_s: float) -> Host:  # fmt: skip
-    """Once `judged` rollouts are judged: the replica whose workers hold the most rollouts
-    now (the cut must orphan some)."""
-    client, transport = recorder.client(deployment.url)
-    deadline = time.monotonic() + timeout_s
-    with client:
-        while time.monotonic() < deadline:
-            done = 0
-            for job in jobs:
-                transport.call = f"poll:{job.key}"
-                job.view = client.get_job(job.id).model_dump(mode="json")
-                done += job.view["counts"]["done"]
-            if done >= judged:
-                pending = deployment.pending_by_consumer()
-                held = {
-                    h.name: sum(pending.get(n, 0) for n in deployment.worker_names(h))
-                    for h in deployment.replicas
-                }
-                victim = max(deployment.replicas, key=lambda h: held[h.name])
-                if held[victim.name] > 0:
-                    return victim
-            time.sleep(0.05)
-    raise TimeoutError(f"the cut jobs did not reach {judged} judged rollouts in {timeout_s} s")
-
-
-def watch(deployment: Deployment, victim: Host, cut_at: float,
-          config: Config) -> tuple[float | None, float | None]:  # fmt: skip
-    """Seconds from the cut to haproxy marking the victim DOWN, and to no rollout being
-    held under its workers' names (taken over by the others); None: not in time."""
-    names = deployment.worker_names(victim)
-    down_s = taken_over_s = None
-    deadline = cut_at + config.job_timeout_s
-    polls = 0
-    while (down_s is None or taken_over_s is None) and time.monotonic() < deadline:
-        now = time.monotonic()
-        if down_s is None and deployment.server_status().get(victim.name) == "DOWN":
-            down_s = round(now - cut_at, 2)
-        if taken_over_s is None and polls % 5 == 0:
-            pending = deployment.pending_by_consumer()
-            if not any(pending.get(n, 0) for n in names):
-                taken_over_s = round(time.monotonic() - cut_at, 2)
-        polls += 1
-        time.sleep(0.02)
-    return down_s, taken_over_s

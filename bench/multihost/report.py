@@ -72,9 +72,7 @@ def failover_figures(
             "longest_batch_call_during_cut_s": _round(
                 max((c.ended - c.began for c in during), default=None)
             ),
-            "median_batch_call_before_cut_s": _round(
-                statistics.median(before) if before else None
-            ),
+            "median_batch_call_before_cut_s": _round(statistics.median(before) if before else None),
             "worker_takeover_s": cut.pop("worker_takeover_s"),
         },
         "batch_calls_during_cut": {"total": len(during), **{k: batch[k] for k in OUTCOMES}},
@@ -108,7 +106,7 @@ def markdown(summary: dict[str, Any]) -> str:
     def outcomes(counts: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in counts.items() if v or k == "total")
 
-    paid = llm["sessions"]
+    paid, cut_paid = llm["sessions"], cut["llm_sessions"]
     rows = [
         ("rollouts in jobs (all phases) / lost",
          f"{summary['rollouts_in_jobs']} / {summary['lost']}"),
@@ -123,9 +121,13 @@ def markdown(summary: dict[str, Any]) -> str:
          _phase(llm["one_host"])),
         ("LLM judge: ratio 2 hosts / 1 host",
          f"{llm['ratio_two_to_one']} ({llm['worker_concurrency']} sessions per worker)"),
-        ("LLM judge sessions: paid / paid twice / never paid",
+        ("LLM judge sessions (both phases): paid / paid twice / never paid",
          f"{paid['sessions']} / {paid['repaid']} / {paid['unpaid']}"),
-        ("rollouts orphaned by the cut (its workers held them)", cut["orphaned_at_cut"]),
+        ("rollouts orphaned by the cut (its workers held them)",
+         f"{cut['orphaned_at_cut']} (LLM judge: {cut['orphaned_llm_at_cut']})"),
+        (f"LLM job across the cut ({cut['llm_rollouts']} rollouts): sessions paid / "
+         "paid twice / never paid",
+         f"{cut_paid['sessions']} / {cut_paid['repaid']} / {cut_paid['unpaid']}"),
         ("cut → haproxy marks the host DOWN (s)", f["haproxy_marked_down_s"]),
         ("cut → first OK answer via the survivor (s)", f["first_ok_via_survivor_s"]),
         ("cut → last call that needed a retry answered (s)", f["last_helped_call_answered_s"]),
