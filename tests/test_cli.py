@@ -163,3 +163,18 @@ def _read_responses(sock: Any, count: int) -> list[bytes]:
         out.append(head + b"\r\n\r\n" + buffer[:length])
         buffer = buffer[length:]
     return out
+
+
+def test_the_worker_takes_its_drain_and_failover_from_its_settings() -> None:
+    from judge_service.cli.worker import worker_config
+    from judge_service.config import Settings
+
+    settings = Settings(worker_drain_s=45, jobs_dead_after_s=7, worker_concurrency=3)
+    config = worker_config(settings, "w1", None)
+    assert (config.name, config.drain_s, config.dead_after_s, config.concurrency) == (
+        "w1",
+        45,
+        7,
+        3,
+    )
+    assert worker_config(settings, "w1", 5).concurrency == 5  # --concurrency wins

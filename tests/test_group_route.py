@@ -139,6 +139,17 @@ def test_an_equal_reward_group_gets_zero_sum_scores(
     )
 
 
+def test_only_truly_identical_rollouts_share_a_judgment(
+    client: httpx.Client, bpe: LoadedTokenizer
+) -> None:
+    # The same ids with another stated final answer is another rollout to judge.
+    right = rollout(bpe, "a", RIGHT, 1.0)
+    group = [right, {**right, "id": "b"}, {**right, "id": "c", "final_answer": "407"}]
+    response = post(client, group)
+    assert response.status_code == 200, response.text
+    assert response.json()["group"]["same_as"] == [None, 0, None]
+
+
 def test_one_failing_rollout_fails_alone(client: httpx.Client, bpe: LoadedTokenizer) -> None:
     bad = {**rollout(bpe, "bad", RIGHT, 1.0), "response_token_ids": [10**9]}
     group = [rollout(bpe, "right", RIGHT, 1.0), bad, rollout(bpe, "f", FALSE_AT_3, 0.0)]

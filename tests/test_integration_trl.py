@@ -137,6 +137,28 @@ def fixed_rollout_func(
     return fixed, env_masks, rollout_func
 
 
+def trained(
+    server: LiveServer, model_dir: Path, tmp_path: Path, options: dict[str, Any]
+) -> tuple[Recording, list[list[int]], list[list[int]]]:
+    """One GRPO step on the fixed completions with the judge's `options`: the trainer (what
+    reached the loss in `seen`), the completions and their env masks."""
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    fixed, env_masks, rollout_func = fixed_rollout_func(tokenizer)
+    trainer = Recording(
+        model=str(model_dir),
+        reward_funcs=correct,
+        args=config(tmp_path),
+        train_dataset=dataset(),
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+        judge_url=server.url,
+        judge_options=options,
+    )
+    trainer.seen = []
+    trainer.train()
+    return trainer, fixed, env_masks
+
+
 def judged(
     server: LiveServer, ids: list[int], mask: list[int], tokenizer_dir: Path
 ) -> dict[str, Any]:
@@ -162,21 +184,8 @@ def judged(
 def test_advantages_reaching_the_loss_carry_the_judges_spans(
     server: LiveServer, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    fixed, env_masks, rollout_func = fixed_rollout_func(tokenizer)
-
-    trainer = Recording(
-        model=str(tiny_model_dir),
-        reward_funcs=correct,
-        args=config(tmp_path),
-        train_dataset=dataset(),
-        processing_class=tokenizer,
-        rollout_func=rollout_func,
-        judge_url=server.url,
-        judge_options={"judge": "rules", "lambda": 0.25},
-    )
-    trainer.seen = []
-    trainer.train()
+    trainer, fixed, env_masks = trained(server, tiny_model_dir, tmp_path,
+                                        {"judge": "rules", "lambda": 0.25})  # fmt: skip
 
     assert trainer.state.global_step == 1
     (batch,) = trainer.seen
@@ -216,22 +225,8 @@ def test_advantages_reaching_the_loss_carry_the_judges_spans(
 def test_groupwise_sends_each_prompts_generations_as_one_group(
     server: LiveServer, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
-    fixed, env_masks, rollout_func = fixed_rollout_func(tokenizer)
-
     options = {"judge": "rules", "lambda": 0.25, "groupwise": True, "credit_encoding": "dense"}
-    trainer = Recording(
-        model=str(tiny_model_dir),
-        reward_funcs=correct,
-        args=config(tmp_path),
-        train_dataset=dataset(),
-        processing_class=tokenizer,
-        rollout_func=rollout_func,
-        judge_url=server.url,
-        judge_options=options,
-    )
-    trainer.seen = []
-    trainer.train()
+    trainer, fixed, env_masks = trained(server, tiny_model_dir, tmp_path, options)
     assert trainer.last_judged is not None
     _rows, response = trainer.last_judged
     # The four generations of the one prompt went as one group, judged together.

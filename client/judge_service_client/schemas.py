@@ -336,8 +336,9 @@ class GroupBlock(BaseModel):
         "against the reference; null when neither decides."
     )
     same_as: list[int | None] = Field(
-        description="Per rollout: the index of an earlier identical rollout (same token ids "
-        "and tokenizer) whose judgment it shares, judged once; null for the first."
+        description="Per rollout: the index of an earlier identical rollout (every field "
+        "but id and metadata equal) whose judgment it shares, judged once; null for the "
+        "first."
     )
     divergence: list[DivergencePoint] = Field(default_factory=list)
     equal_reward: bool = Field(

@@ -17,7 +17,11 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from judge_service.config import Settings
+    from judge_service.jobs.worker import WorkerConfig
 
 HEALTHY_WITHIN_S = 30.0
 
@@ -83,10 +87,25 @@ def _serve_metrics(host: str, port: int) -> None:
     )
 
 
+def worker_config(settings: Settings, name: str, concurrency: int | None) -> WorkerConfig:
+    """The worker's configuration from its settings (and `--concurrency`)."""
+    from judge_service.jobs.worker import WorkerConfig
+
+    return WorkerConfig(
+        name=name,
+        concurrency=concurrency or settings.worker_concurrency or settings.max_concurrency,
+        reclaim_idle_s=settings.jobs_reclaim_idle_s,
+        max_deliveries=settings.jobs_max_deliveries,
+        dead_after_s=settings.jobs_dead_after_s,
+        reclaim_every_s=min(5.0, settings.jobs_reclaim_idle_s / 2),
+        drain_s=settings.worker_drain_s,
+    )
+
+
 async def _work(name: str, concurrency: int | None) -> int:
     from judge_service.config import get_settings
     from judge_service.jobs import open_job_store
-    from judge_service.jobs.worker import Worker, WorkerConfig
+    from judge_service.jobs.worker import Worker
     from judge_service.judges.llm import ratelimit
     from judge_service.pipeline import Engine
     from judge_service.store import open_store
@@ -96,15 +115,7 @@ async def _work(name: str, concurrency: int | None) -> int:
     store = open_store(settings)
     assert isinstance(store, RedisStore)
     ratelimit.set_shared_backend(store.buckets)
-    config = WorkerConfig(
-        name=name,
-        concurrency=concurrency or settings.worker_concurrency or settings.max_concurrency,
-        reclaim_idle_s=settings.jobs_reclaim_idle_s,
-        max_deliveries=settings.jobs_max_deliveries,
-        dead_after_s=settings.jobs_dead_after_s,
-        reclaim_every_s=min(5.0, settings.jobs_reclaim_idle_s / 2),
-        drain_s=settings.worker_drain_s,
-    )
+    config = worker_config(settings, name, concurrency)
     # The engine's own concurrency limit must never hold a claimed rollout back: its reclaim
     # clock is already running.
     engine_settings = settings.model_copy(

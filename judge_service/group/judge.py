@@ -12,7 +12,8 @@ tokens, one `group_id` if any. Then:
    spans leave the step uncovered, so it is credited with the same λ and κ;
 4. in an equal-reward group (the outcome advantage is 0 for every token) the rollouts
    are ranked by their judged credit per token and given zero-sum relative scores
-   (`scores`), λ times each added to the rollout's credit under the same κ cap.
+   (`scores`); g·λ times each is added to every token of its rollout, g the one group
+   factor that keeps every rollout within κ (`scores.score_credits`).
 
 What is not here yet (issue 30): one LLM session reading the whole group (⟦r.n⟧
 markers, shared prefixes sent once, contrast evidence); today each rollout has a session
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -82,13 +84,15 @@ def check_group(rollouts: Sequence[Rollout], engine: Engine, fields: Sequence[st
                 )
 
 
-def copies(rollouts: Sequence[Rollout], default_tokenizer: str | None) -> list[int | None]:
-    """For each rollout, the index of the first earlier one it is identical to."""
-    first: dict[tuple[object, ...], int] = {}
+def copies(rollouts: Sequence[Rollout]) -> list[int | None]:
+    """For each rollout, the index of the first earlier one it is identical to: every
+    field the judgment reads (ids, tokenizer, reward, answers, mask, rubric) equal; only
+    the id and the metadata may differ."""
+    first: dict[str, int] = {}
     out: list[int | None] = []
     for i, r in enumerate(rollouts):
-        key = (tuple(r.response_token_ids), r.tokenizer or default_tokenizer, r.reward,
-               None if r.response_mask is None else tuple(r.response_mask))  # fmt: skip
+        content = r.model_dump_json(exclude={"id", "metadata"}).encode()
+        key = hashlib.sha256(content).hexdigest()
         out.append(first.get(key))
         first.setdefault(key, i)
     return out
@@ -127,7 +131,7 @@ async def judging(
     """Judge a group already checked (`check_group`); `fields[i]` is where rollout i sits
     in the request, for its errors."""
     resolved = resolve(options, engine.settings)
-    same_as = copies(rollouts, engine.settings.default_tokenizer)
+    same_as = copies(rollouts)
     members = [
         None if same_as[i] is not None else await _member(engine, r, fields[i])
         for i, r in enumerate(rollouts)
