@@ -103,6 +103,30 @@ def kill_namespace_processes(namespace: str, timeout_s: float = 5.0) -> None:
         time.sleep(0.05)
 
 
+def _forward_rule(bridge: str) -> list[str]:
+    return ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+
+
+def allow_bridged(bridge: str) -> bool:
+    """Let the hosts talk across the bridge whatever the firewall says. Where br_netfilter
+    is loaded (Docker loads it, and sets the FORWARD policy to DROP), frames between two
+    ports of a bridge pass iptables' FORWARD chain, and would be dropped; Docker accepts
+    its own bridge's traffic the same way. Returns whether a rule was added."""
+    if shutil.which("iptables") is None:
+        return False  # no iptables: nothing filters bridged frames
+    done = subprocess.run(["iptables", "-w", "-I", *_forward_rule(bridge)],
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    if done.returncode != 0:
+        raise TopologyError(f"iptables -I {' '.join(_forward_rule(bridge))}: {done.stderr}")
+    return True
+
+
+def disallow_bridged(bridge: str) -> None:
+    if shutil.which("iptables") is not None:
+        subprocess.run(["iptables", "-w", "-D", *_forward_rule(bridge)],
+                       capture_output=True, timeout=30)  # fmt: skip
+
+
 def remove_leftovers() -> list[str]:
     """Namespaces and links of runs that died before their cleanup (call under the lock)."""
     removed = []
@@ -115,6 +139,8 @@ def remove_leftovers() -> list[str]:
     for line in ip("-o", "link", "show", check=False).splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
         if name.startswith(PREFIX) and name[len(PREFIX)] in "bv":
+            if name[len(PREFIX)] == "b":
+                disallow_bridged(name)
             ip("link", "delete", name, check=False)
             removed.append(name)
     return removed
@@ -131,6 +157,7 @@ def teardown(topology: Topology) -> list[str]:
             problems.append(str(exc))
         ip("netns", "delete", host.name, check=False)
         ip("link", "delete", host.veth, check=False)  # deleting one end deletes both
+    disallow_bridged(topology.bridge)
     ip("link", "delete", topology.bridge, check=False)
     known = ip("netns", "list", check=False) + ip("-o", "link", "show", check=False)
     for name in [h.name for h in topology.hosts] + [topology.bridge]:
@@ -154,6 +181,7 @@ def build(topology: Topology, hosts: int) -> None:
     topology.gateway = gateway
     prefixlen = network.prefixlen
     ip("link", "add", topology.bridge, "type", "bridge")
+    allow_bridged(topology.bridge)
     ip("addr", "add", f"{gateway}/{prefixlen}", "dev", topology.bridge)
     ip("link", "set", topology.bridge, "up")
     for index, address in enumerate(host_addresses, start=1):
