@@ -253,6 +253,8 @@ def _span_dict(span: Span) -> dict[str, Any]:
     out = span.as_dict()
     if span.score is not None:
         out["score"] = span.score
+    if span.contrast is not None:
+        out["contrast"] = list(span.contrast)
     return out
 
 
@@ -265,7 +267,15 @@ def _span(data: dict[str, Any]) -> Span:
         str(data.get("evidence", "")),
         data.get("evidence_end"),
         None if data.get("score") is None else float(data["score"]),
+        _contrast(data.get("contrast")),
     )
+
+
+def _contrast(value: Any) -> tuple[int, int, int] | None:
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    rollout, start, end = (int(v) for v in value)
+    return rollout, start, end
 
 
 def _from_stored_result(stored: dict[str, Any]) -> Judgment:

@@ -48,7 +48,7 @@ from judge_service.schemas import (
     Status,
     UsageTotals,
 )
-from judge_service.spans import Span, merge_spans
+from judge_service.spans import Span
 from judge_service.store import Store
 from judge_service.store.cache import CacheState, JudgmentCache
 from judge_service.trace import Trace, last_boxed
@@ -169,11 +169,13 @@ class Engine:
         options: Options,
         advantage: GroupAdvantage | None,
         field: str,
-        extra: Callable[[Trace], Sequence[Span]] | None = None,
+        extra: Callable[[Trace, Sequence[Span]], list[Span]] | None = None,
+        using: Judge | None = None,
     ) -> tuple[Result, FloatArray | None]:
-        """`extra`: spans the service adds to the judge's accepted ones (a group's
-        divergence points, made from the decoded trace) where none of those covers them;
-        the cached judgment stays the judge's own, as it is for any group."""
+        """`extra`: the judge's accepted spans as the service settles them with its own (a
+        group's divergence points, made from the decoded trace); the cached judgment stays
+        the judge's own, as it is for any group. `using`: the judge to run instead of the
+        options' (a group session's share for this rollout)."""
         began = time.perf_counter()
         resolved = resolve(options, self.settings)
         if resolved.kappa_mode == "relative" and advantage is None:
@@ -183,7 +185,7 @@ class Engine:
                 field="options.kappa_mode",
             )
         _check_mask(rollout, field)
-        judge = self.judge_for(resolved.judge)
+        judge = using or self.judge_for(resolved.judge)
         judge.check_input(rollout, field)
         if resolved.reweight is not None:
             check_rollout(resolved.reweight, rollout, field)
@@ -219,9 +221,10 @@ class Engine:
                 )
         if extra is not None and judgment.status != "failed":
             # Validating the added spans builds the trace's index: off the loop when large.
-            added = await off_loop(trace.num_tokens, functools.partial(extra, trace))
-            if added:
-                judgment = replace(judgment, spans=merge_spans(judgment.spans, added))
+            settled = await off_loop(
+                trace.num_tokens, functools.partial(extra, trace, judgment.spans)
+            )
+            judgment = replace(judgment, spans=settled)
         weights, reweight_diagnostics = None, None
         if resolved.reweight is not None and judgment.status != "failed":
             weights, reweight_diagnostics = await self.reweighter.weights(
@@ -261,7 +264,13 @@ class Engine:
             boxed = last_boxed(trace.text)
             final_answer = boxed.content if boxed else None
         verdict = Verdict(final_answer, rollout.reference_answer, rollout.reward)
-        validator = Validator(trace, resolved.label_scores, resolved.span_limits, verdict=verdict)
+        validator = Validator(
+            trace,
+            resolved.label_scores,
+            resolved.span_limits,
+            verdict=verdict,
+            contrast=judge.contrast_check(),
+        )
         # Marking and folding follow the text: a tokenizer with long pieces makes a short
         # trace in tokens a long one in characters.
         size = max(trace.num_tokens, len(trace.text) // TEXT_CHARS_PER_TOKEN)
@@ -398,13 +407,14 @@ class Engine:
         advantage: GroupAdvantage | None,
         *,
         field: str,
-        extra: Callable[[Trace], Sequence[Span]] | None = None,
+        extra: Callable[[Trace, Sequence[Span]], list[Span]] | None = None,
+        using: Judge | None = None,
     ) -> tuple[Result, FloatArray | None]:
         """`judge_one` with its credit array, every failure turned into a ``failed`` result."""
         try:
             if advantage is not None:
                 advantage.check()  # an overflowing group fails before a judge is paid
-            return await self._judge(rollout, options, advantage, field, extra)
+            return await self._judge(rollout, options, advantage, field, extra, using)
         except InputError as exc:
             error = f"{exc.field}: {exc.message}"
         except UnavailableError as exc:

@@ -35,6 +35,9 @@ NO_PRIOR_INVALID: Final = "no_prior_invalid"  # correction / unsupported with no
 FLOOD: Final = "flood"  # a third span starting on one line
 TOO_MANY_SPANS: Final = "too_many_spans"  # over the per-submission cap
 OVERLAP: Final = "overlap"
+# A contrast (a group sibling's span cited as evidence) that is malformed, outside the
+# group or the sibling, or whose quote the sibling's tokens do not hold.
+CONTRAST_NOT_ANCHORED: Final = "contrast_not_anchored"
 
 CODES: Final = (
     MALFORMED,
@@ -52,6 +55,7 @@ CODES: Final = (
     FLOOD,
     TOO_MANY_SPANS,
     OVERLAP,
+    CONTRAST_NOT_ANCHORED,
 )
 
 # Labels that may cover a long stretch; every other label marks a point in the trace.
@@ -100,6 +104,9 @@ class Span:
     evidence: str
     evidence_end: str | None = None
     score: float | None = None  # a continuous score (value judge); None: the label's score
+    # A group sibling's tokens cited as evidence and checked (group/contrast.py): the
+    # sibling's index in the group, start, end.
+    contrast: tuple[int, int, int] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -139,7 +146,7 @@ class ValidationReport:
 
 
 def _brief(span: Mapping[str, Any]) -> str:
-    keys = ("start", "end", "label")
+    keys = ("rollout", "start", "end", "label")
     return "{" + ", ".join(f"{k}: {span.get(k)!r}" for k in keys if k in span) + "}"
 
 

@@ -49,7 +49,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from judge_service import labels as L
 from judge_service import spans as S
@@ -58,6 +59,9 @@ from judge_service.folding import fold
 from judge_service.grounding import Verdict
 from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport, as_int, unlocked
 from judge_service.trace.decode import Trace
+
+if TYPE_CHECKING:
+    from judge_service.group.contrast import ContrastCheck
 
 __all__ = ["Rejection", "Span", "SpanLimits", "ValidationReport", "Validator", "Verdict"]
 __all__ += ["validate_spans"]
@@ -83,6 +87,7 @@ class Validator:
         *,
         num_tokens: int | None = None,
         verdict: Verdict | None = None,
+        contrast: ContrastCheck | None = None,
     ) -> None:
         if trace is None and num_tokens is None:
             raise ValueError("a Validator needs a trace or num_tokens")
@@ -91,6 +96,8 @@ class Validator:
         self.label_scores = label_scores
         self.limits = limits or SpanLimits()
         self.verdict = verdict
+        # Checks a span's `contrast` (group judging only: without it a contrast is refused).
+        self.contrast = contrast
         self._index: TraceIndex | None = None
 
     @property
@@ -170,6 +177,8 @@ class Validator:
         if evidence_end is not None and not isinstance(evidence_end, str):
             raise _Reject(S.MALFORMED, "evidence_end must be a quote (string) or absent")
         span = Span(start, end, label, float(confidence), evidence, evidence_end)
+        if raw.get("contrast") is not None:
+            span = replace(span, contrast=self._check_contrast(raw["contrast"]))
         if not claims:
             return span
         self._check_size(start, end, label)
@@ -177,6 +186,17 @@ class Validator:
             self._check_evidence(span, self.index)
             self._check_grounding(span, self.index)
         return span
+
+    def _check_contrast(self, raw: Any) -> tuple[int, int, int]:
+        if self.contrast is None:
+            raise _Reject(
+                S.CONTRAST_NOT_ANCHORED,
+                "a contrast cites a sibling rollout: only a group's judge may give one",
+            )
+        checked = self.contrast(raw)
+        if isinstance(checked, str):
+            raise _Reject(S.CONTRAST_NOT_ANCHORED, checked)
+        return checked.rollout, checked.start, checked.end
 
     def _check_size(self, start: int, end: int, label: str) -> None:
         length = end - start

@@ -13,7 +13,12 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from judge_service import spans as S
-from judge_service.judges.llm.prompt import DEFAULT_PROMPTS_DIR, PLACEHOLDERS, PromptSet
+from judge_service.judges.llm.prompt import (
+    DEFAULT_PROMPTS_DIR,
+    OPTIONAL,
+    PLACEHOLDERS,
+    PromptSet,
+)
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.tools.base import ToolContext
 from judge_service.tools.trace_tools import SearchTraceTool, SubmitSpansTool, ViewTokensTool
@@ -64,7 +69,7 @@ def test_v2_has_every_file_and_placeholder_of_v1() -> None:
     v1, v2 = DEFAULT_PROMPTS_DIR / "v1", DEFAULT_PROMPTS_DIR / "v2"
     names = sorted(p.name for p in v1.glob("*.md"))
     assert names == sorted(p.name for p in v2.glob("*.md"))
-    assert sorted(f"{name}.md" for name in PLACEHOLDERS) == names
+    assert sorted(f"{name}.md" for name in [*PLACEHOLDERS, *OPTIONAL]) == names
     for name in names:
         assert _placeholders(v2 / name) == _placeholders(v1 / name), name
     v2_set = PromptSet.load("v2")

@@ -8,17 +8,19 @@ tokens, one `group_id` if any. Then:
 2. every rollout is decoded and the group's divergence points found (`divergence`: the
    checker's, no LLM); a rollout that cannot be decoded fails alone, as in a batch;
 3. each rollout is judged as `/v1/judge/batch` judges it, with Dr. GRPO advantages over
-   the group; its divergence point is added to its accepted spans where the judge's own
-   spans leave the step uncovered, so it is credited with the same λ and κ;
-4. in an equal-reward group (the outcome advantage is 0 for every token) the rollouts
+   the group. An LLM judge reads the whole group in one session instead
+   (`group.reading`: problem once, ⟦r.n⟧ markers, shared prefixes once, the divergence
+   points as hints); the pipeline still validates, caches and credits each rollout;
+4. each divergence point is added to its rollout's accepted spans (`_settler`): a
+   judge's non-negative span over the step stands only with a contrast citing a correct
+   sibling that makes the same step (`group.contrast`); without one it gives way to the
+   point, so it is credited with the same λ and κ;
+5. in an equal-reward group (the outcome advantage is 0 for every token) the rollouts
    are ranked by their judged credit per token and given zero-sum relative scores
    (`scores`); g·λ times each is added to every token of its rollout, g the one group
    factor that keeps every rollout within κ (`scores.score_credits`).
 
-What is not here yet (issue 30): one LLM session reading the whole group (⟦r.n⟧
-markers, shared prefixes sent once, contrast evidence); today each rollout has a session
-of its own, and the LLM judge gets no divergence hints. `batch.py` applies this to each
-group of a batch (options.groupwise).
+`batch.py` applies this to each group of a batch (options.groupwise).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ import numpy as np
 from judge_service import credit as credit_mod
 from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.errors import InputError, LimitError
-from judge_service.group.divergence import Divergence, Member, divergences
+from judge_service.group.divergence import Divergence, Member, divergences, step_key, steps
+from judge_service.group.reading import GroupReader, Shown
 from judge_service.group.scores import preferences_of_ranking, relative_scores, score_credits
+from judge_service.judges.llm.llm_judge import LLMJudge
 from judge_service.offload import off_loop
 from judge_service.pipeline import Engine, batch_stats
 from judge_service.resolve import Resolved, resolve
@@ -48,7 +52,7 @@ from judge_service.schemas import (
     Result,
     Rollout,
 )
-from judge_service.spans import Span
+from judge_service.spans import Span, merge_spans
 from judge_service.trace import Trace, last_boxed
 from judge_service.validate import Verdict, validate_spans
 
@@ -142,12 +146,15 @@ async def judging(
     advantages = credit_mod.group_advantages(
         [r.reward for r in rollouts], ["group"] * len(rollouts), [f"{f}.reward" for f in fields]
     )
+    reader = _reader(engine, rollouts, members, points, resolved)
+    sources = {i: s for i, s in enumerate(same_as) if s is not None}
 
     async def judge(i: int) -> Judged:
         point = by_rollout.get(i)
-        extra = None if point is None else _validated(point, rollouts[i], resolved)
+        extra = None if point is None else _settler(point, rollouts[i], resolved, members)
+        using = reader.member(i, sources) if reader and i in reader.shown else None
         return await engine.judge_or_fail(
-            rollouts[i], options, advantages[i], field=fields[i], extra=extra
+            rollouts[i], options, advantages[i], field=fields[i], extra=extra, using=using
         )
 
     unique = [i for i, s in enumerate(same_as) if s is None]
@@ -177,19 +184,48 @@ async def judging(
     return Judging(judged, advantages, block)
 
 
-def _validated(
-    point: Divergence, rollout: Rollout, resolved: Resolved
-) -> Callable[[Trace], list[Span]]:
-    """The point as validation accepts it, on the trace the rollout is judged on: the
-    same checks as a judge's span (its size within JUDGE_MAX_POINT_SPAN_TOKENS, its step
-    not proven true), so the service's own spans get no credit a judge's could not."""
+def _reader(
+    engine: Engine,
+    rollouts: Sequence[Rollout],
+    members: Sequence[Member | None],
+    points: Sequence[Divergence],
+    resolved: Resolved,
+) -> GroupReader | None:
+    """One session for the group when the judge is an LLM and two or more distinct
+    rollouts decode; otherwise each rollout is judged alone."""
+    try:
+        judge = engine.judge_for(resolved.judge)
+    except InputError:  # each rollout's judging reports it, as in a batch
+        return None
+    shown = {
+        i: Shown(rollouts[i], m.trace, _final(rollouts[i], m.trace), m.correct)
+        for i, m in enumerate(members)
+        if m is not None
+    }
+    if not isinstance(judge, LLMJudge) or len(shown) < 2:
+        return None
+    return GroupReader(judge, engine.judges, shown, points, resolved)
 
-    def added(trace: Trace) -> list[Span]:
-        final = rollout.final_answer
-        if final is None:
-            boxed = last_boxed(trace.text)
-            final = boxed.content if boxed else None
-        verdict = Verdict(final, rollout.reference_answer, rollout.reward)
+
+def _final(rollout: Rollout, trace: Trace) -> str | None:
+    if rollout.final_answer is not None:
+        return rollout.final_answer
+    boxed = last_boxed(trace.text)
+    return boxed.content if boxed else None
+
+
+def _settler(
+    point: Divergence, rollout: Rollout, resolved: Resolved, members: Sequence[Member | None]
+) -> Callable[[Trace, Sequence[Span]], list[Span]]:
+    """The judge's accepted spans with the point settled in, on the trace the rollout is
+    judged on. The point passes the same checks as a judge's span (its size within
+    JUDGE_MAX_POINT_SPAN_TOKENS, its step not proven true), so the service's own spans
+    get no credit a judge's could not. A judge's span over it with a non-negative label
+    stands only with evidence (`_overruled`); a negative one is the judge's own word on
+    a step it also finds wrong, and stands."""
+
+    def settle(trace: Trace, spans: Sequence[Span]) -> list[Span]:
+        verdict = Verdict(_final(rollout, trace), rollout.reference_answer, rollout.reward)
         report = validate_spans(
             [point.submission()],
             trace,
@@ -197,9 +233,35 @@ def _validated(
             limits=resolved.span_limits,
             verdict=verdict,
         )
-        return list(report.accepted)
+        if not report.accepted:
+            return list(spans)
+        added = report.accepted[0]
+        scores = resolved.label_scores
+        kept = [
+            s
+            for s in spans
+            if not (s.start < added.end and added.start < s.end)
+            or scores.get(s.label, 0.0) < 0
+            or _overruled(s, point, members)
+        ]
+        return merge_spans(kept, [added])
 
-    return added
+    return settle
+
+
+def _overruled(span: Span, point: Divergence, members: Sequence[Member | None]) -> bool:
+    """Whether `span` carries the evidence that overrules `point`: a contrast citing a
+    correct sibling whose cited tokens make the same step (compared as divergence
+    compares steps)."""
+    if span.contrast is None:
+        return False
+    rollout, start, end = span.contrast
+    sibling = members[rollout] if 0 <= rollout < len(members) else None
+    if sibling is None or sibling.correct is not True:
+        return False
+    low, high = sibling.trace.char_range(start, end)
+    wanted = step_key(point.text)
+    return any(s.key == wanted for s in steps(sibling.trace.text[low:high]))
 
 
 async def _member(engine: Engine, rollout: Rollout, field: str) -> Member | None:

@@ -27,6 +27,7 @@ from judge_service.trace.markers import MarkedView, marked_view
 from judge_service.validate import ValidationReport
 
 if TYPE_CHECKING:
+    from judge_service.group.contrast import ContrastCheck
     from judge_service.schemas import Rollout
 
 SpanCheck = Callable[[Sequence[Any]], ValidationReport]
@@ -119,6 +120,11 @@ class Judge(ABC):
     def check_input(self, rollout: Rollout, field: str) -> None:  # noqa: B027 - optional hook
         """Refuse, before anything is paid, a rollout this judge cannot judge (InputError
         naming the field under `field`, the rollout's place in the request)."""
+
+    def contrast_check(self) -> ContrastCheck | None:
+        """How a span's `contrast` (a sibling's tokens as evidence) is checked; None (every
+        judge but a group session's) refuses any contrast."""
+        return None
 
     @abstractmethod
     async def judge(self, request: JudgeRequest, check: SpanCheck) -> JudgeOutcome:

@@ -143,11 +143,11 @@ class LLMJudge(Judge):
             outcome = await self.loop.run(request, prompt, tools, check, transcript)
         except JudgeError as exc:
             if isinstance(exc.partial, JudgeOutcome):
-                raise exc.with_partial(self._priced(exc.partial)) from exc.__cause__
+                raise exc.with_partial(self.priced(exc.partial)) from exc.__cause__
             raise
-        return self._priced(outcome)
+        return self.priced(outcome)
 
-    def _priced(self, outcome: JudgeOutcome) -> LLMJudgeOutcome:
+    def priced(self, outcome: JudgeOutcome) -> LLMJudgeOutcome:
         return LLMJudgeOutcome(
             spans=outcome.spans,
             turns=outcome.turns,

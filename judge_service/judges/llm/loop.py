@@ -149,7 +149,11 @@ class ToolLoop:
         tools: Mapping[str, Tool],
         check: SpanCheck,
         transcript: Transcript,
+        *,
+        context: ToolContext | None = None,
     ) -> JudgeOutcome:
+        """`context`: what the tools see (default: the request's trace); a group session
+        passes every rollout of the group."""
         limits = request.limits
         s = Session(
             limits,
@@ -157,7 +161,8 @@ class ToolLoop:
             self.config.max_idle_replies,
             self.config.max_input_tokens,
         )
-        context = ToolContext(rollout_id=request.rollout_id, trace=request.trace)
+        if context is None:
+            context = ToolContext(rollout_id=request.rollout_id, trace=request.trace)
         failure: ProviderError | None = None
         reason: str | None = None
         try:

@@ -53,6 +53,23 @@ PLACEHOLDERS: Mapping[str, tuple[str, ...]] = {
     "repair_budget": ("repair_tool_calls", "repair_tools"),
     "cutoff": ("max_tokens",),
 }
+# Files a prompt version may have; where it lacks one, the package's v1 file is used.
+# They are hashed apart (`PromptSet.extra_digest`): the group session's wording does not
+# change the cache key of rollouts judged alone.
+OPTIONAL: Mapping[str, tuple[str, ...]] = {
+    "group_context": (
+        "problem",
+        "references",
+        "num_rollouts",
+        "verdicts",
+        "fence",
+        "group",
+        "hints",
+        "max_turns",
+        "max_tool_calls",
+        "deadline_s",
+    ),
+}
 # The prompts ship inside the package: the checkout's top-level prompts/ is the package
 # judge_service.prompts (pyproject.toml's package-dir), its files package data, so a wheel
 # installed anywhere and the editable install both find them through the import system.
@@ -90,6 +107,7 @@ class PromptSet:
     version: str  # the directory name, e.g. "v1"
     templates: Mapping[str, Template]
     digest: str  # sha256 of every file, in PLACEHOLDERS order
+    extra_digest: str = ""  # sha256 of the OPTIONAL files, in order
 
     @classmethod
     def load(cls, version: str = "v1", directory: Path | str | None = None) -> PromptSet:
@@ -99,8 +117,11 @@ class PromptSet:
             raise InputError(f"no prompt directory {folder}", field="settings.llm_prompt_version")
         hasher = hashlib.sha256()
         templates: dict[str, Template] = {}
-        for name, fields in PLACEHOLDERS.items():
+        extra = hashlib.sha256()
+        for name, fields in [*PLACEHOLDERS.items(), *OPTIONAL.items()]:
             path = folder / f"{name}.md"
+            if name in OPTIONAL and not path.is_file():
+                path = DEFAULT_PROMPTS_DIR / "v1" / f"{name}.md"
             if not path.is_file():
                 raise InputError(
                     f"prompt {path} is missing: a prompt version needs "
@@ -108,7 +129,9 @@ class PromptSet:
                     field="settings.llm_prompt_version",
                 )
             text = path.read_text(encoding="utf-8").rstrip("\n")
-            hasher.update(name.encode() + b"\0" + text.encode() + b"\0")
+            (extra if name in OPTIONAL else hasher).update(
+                name.encode() + b"\0" + text.encode() + b"\0"
+            )
             templates[name] = Template(text)
             try:
                 templates[name].substitute(dict.fromkeys(fields, ""))
@@ -117,7 +140,7 @@ class PromptSet:
                     f"prompt {folder / name}.md: bad placeholder {exc} (write $$ for a dollar)",
                     field="settings.llm_prompt_version",
                 ) from exc
-        return cls(version, templates, hasher.hexdigest())
+        return cls(version, templates, hasher.hexdigest(), extra.hexdigest())
 
     def version_for(self, tools: Sequence[ToolSpec]) -> str:
         """``<dir>.<digest>``: the files and the tool schemas the model is shown."""
@@ -157,6 +180,10 @@ class PromptSet:
             max_tool_calls=request.limits.max_tool_calls,
             deadline_s=f"{request.limits.deadline_s:g}",
         )
+
+    def render(self, name: str, **values: object) -> str:
+        """Template `name` (e.g. an OPTIONAL one) with `values` substituted."""
+        return self._render(name, **values)
 
     def repair_text(
         self, report: ValidationReport, *, turns: int, tool_calls: int, tools: Sequence[str]
