@@ -12,10 +12,15 @@ Both scripts do the same work per rollout: turn 1 views tokens [0, 40) of every 
 the session shows (one call alone, G calls in one turn for the group), turn 2 submits
 no spans. Input tokens per rollout = every request's uncached + cache-write + cache-read
 input over the rollouts judged; "billed" weighs them as Anthropic bills (1, 1.25, 0.1).
-Groups of G are the first G rollouts of each group with at least G.
+Groups of G are the first G rollouts of each group with at least G: examples/sampled/
+holds 16 problems x 4 samples (rollouts.jsonl) and 8 problems x 16 (rollouts-g16.jsonl,
+the same SmolLM2-135M, `judge-service sample -o examples/sampled/rollouts-g16.jsonl
+--samples 16 --problems 8 --max-new-tokens 128 --seed 0 --threads 1 --rubric
+examples/sampled/rubrics.json`, 4.4 min here). "prefix" is the share of the groups'
+tokens a shared prefix keeps out of the view.
 
-    .venv/bin/python bench/bench_group_cost.py [--rollouts examples/sampled/rollouts.jsonl
-        --rollouts runs/g16/rollouts.jsonl] [--sizes 4 8 16] [--provider anthropic]
+    .venv/bin/python bench/bench_group_cost.py [--rollouts FILE ...] [--sizes 4 8 16]
+        [--provider anthropic|openai]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from judge_service.group.judge import judge_group
+from judge_service.group.view import Shared
 from judge_service.judges.llm.ratelimit import reset_shared_limiters
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
@@ -91,6 +97,17 @@ def input_tokens(server: FakeProviderServer, tag: str) -> tuple[int, float]:
     return total, billed
 
 
+def prefix_share(engine: Engine, groups: list[list[Rollout]]) -> tuple[int, int]:
+    """(tokens the group views show, tokens the groups hold), copies left out."""
+    shown = held = 0
+    for group in groups:
+        traces = {i: engine.decode(r) for i, r in enumerate(group)}
+        shared = Shared.of(traces)
+        held += sum(t.num_tokens for t in traces.values())
+        shown += sum(t.num_tokens - shared.start(i) for i, t in traces.items())
+    return shown, held
+
+
 async def run(paths: list[Path], sizes: list[int], provider: str) -> list[dict[str, Any]]:
     os.environ.setdefault("ANTHROPIC_API_KEY", "bench")
     os.environ.setdefault("OPENAI_API_KEY", "bench")
@@ -121,6 +138,7 @@ async def run(paths: list[Path], sizes: list[int], provider: str) -> list[dict[s
             if set(statuses) != {"ok"}:
                 raise SystemExit(f"G={size}: not every rollout was judged: {statuses}")
             n = len(single)
+            shown, held = prefix_share(engine, chosen)
             alone, alone_billed = input_tokens(server, single_tag)
             grouped, grouped_billed = input_tokens(server, group_tag)
             rows.append(
@@ -134,6 +152,7 @@ async def run(paths: list[Path], sizes: list[int], provider: str) -> list[dict[s
                     "billed_ratio": grouped_billed / alone_billed,
                     "single_requests": len(server.requests_for(single_tag)),
                     "group_requests": len(server.requests_for(group_tag)),
+                    "prefix_share": 1 - shown / held,
                 }
             )
     return rows
@@ -145,15 +164,19 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--provider", choices=sorted(MODELS), default="anthropic")
     args = parser.parse_args()
-    paths = args.rollouts or [Path("examples/sampled/rollouts.jsonl")]
+    paths = args.rollouts or [
+        Path("examples/sampled/rollouts.jsonl"),
+        Path("examples/sampled/rollouts-g16.jsonl"),
+    ]
     rows = asyncio.run(run(paths, args.sizes, args.provider))
     print(f"provider {args.provider}; input tokens per rollout (4 chars a token)")
-    print("| G | groups | rollouts | single | group | group/single | billed group/single |")
-    print("|---|---|---|---|---|---|---|")
+    print("| G | groups | rollouts | single | group | group/single | billed | prefix |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['G']} | {r['groups']} | {r['rollouts']} | {r['single_per_rollout']:,.0f} | "
-            f"{r['group_per_rollout']:,.0f} | {r['ratio']:.2f}x | {r['billed_ratio']:.2f}x |"
+            f"{r['group_per_rollout']:,.0f} | {r['ratio']:.2f}x | {r['billed_ratio']:.2f}x | "
+            f"{r['prefix_share']:.1%} |"
         )
 
 

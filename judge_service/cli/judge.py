@@ -191,9 +191,7 @@ async def _run(args: argparse.Namespace) -> int:
             tqdm(total=total, disable=args.no_progress, unit="rollout") as bar,
         ):
             groups = Groups(engine, options, args.input) if args.groupwise else None
-            await _judge_file(
-                args, engine, options, existing, advantages, groups, out, bar, counts
-            )
+            await _judge_file(args, engine, options, existing, advantages, groups, out, bar, counts)
     finally:
         await engine.aclose()
     summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
