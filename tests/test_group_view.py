@@ -112,3 +112,24 @@ def test_a_group_submission_goes_to_each_rollout_and_to_every_holder_of_a_prefix
     assert [(r.code, "rollout must be one of" in r.reason) for r in report.rejected] == [
         ("malformed", True)
     ]
+
+
+def test_a_hostile_group_submission_is_refused_span_by_span(bpe: LoadedTokenizer) -> None:
+    trace = traced(bpe, "17 × 20 = 340.\n17 × 4 = 68.")
+    validators = {r: Validator(trace, DEFAULT_LABEL_SCORES) for r in (0, 1)}
+    check = GroupCheck(validators, Shared.of({0: trace, 1: trace}))
+    good = {"rollout": 1, **span_at(trace, "17 × 4 = 68.", "valid_progress")}
+    junk: list[object] = [
+        "not a span",
+        {"rollout": 0, "start": [1], "end": {"x": 2}, "label": ["invalid"]},
+        {"rollout": "1", "start": 0},
+    ]
+    flood = [good] * (2 * validators[0].limits.max_spans)
+
+    report = check([good, *junk, *flood])
+
+    # The prefix copy and the first span: once per rollout (0 holds all of 1's tokens).
+    assert len(report.accepted) == 2
+    codes = [r.code for r in report.rejected]
+    assert codes.count("too_many_spans") == len(junk) + len(flood) + 1 - 2 * 256
+    assert "malformed" in codes

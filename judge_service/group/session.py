@@ -36,7 +36,7 @@ from judge_service.judges.base import (
     Usage,
 )
 from judge_service.judges.llm.llm_judge import LLMJudge, tool_spec
-from judge_service.spans import MALFORMED, Rejection, ValidationReport, as_int
+from judge_service.spans import MALFORMED, TOO_MANY_SPANS, Rejection, ValidationReport, as_int
 from judge_service.tools.base import Tool
 from judge_service.tools.trace_tools import SUBMIT_SPANS, SearchTraceTool, ViewTokensTool
 from judge_service.validate import Validator
@@ -56,20 +56,25 @@ class GroupCheck:
 
     def split(self, raw_spans: Sequence[Any], round: int) -> tuple[Split, list[Rejection]]:
         out: Split = {r: [] for r in self.validators}
-        seen: set[tuple[int, object, object, object]] = set()
+        seen: set[tuple[object, ...]] = set()
         refused: list[Rejection] = []
-        for raw in raw_spans:
+        cap = sum(v.limits.max_spans for v in self.validators.values())
+        for index, raw in enumerate(raw_spans):
+            if index >= cap:  # bounded before any work per span, as a single check is
+                refused.append(Rejection(_shown(raw), TOO_MANY_SPANS, f"over {cap} spans", round))
+                continue
             rollout = as_int(raw.get("rollout")) if isinstance(raw, Mapping) else None
             if rollout is None or rollout not in self.validators:
-                shown = dict(raw) if isinstance(raw, Mapping) else {"span": repr(raw)[:200]}
                 reason = f"rollout must be one of the group's rollouts {sorted(self.validators)}"
-                refused.append(Rejection(shown, MALFORMED, reason, round))
+                refused.append(Rejection(_shown(raw), MALFORMED, reason, round))
                 continue
             span = {k: raw[k] for k in _KEYS if k in raw}  # only what validation reads
             end = as_int(span.get("end"))
             holders = [rollout, *(self.shared.copies(rollout, end) if end is not None else [])]
+            # repr: a hostile start may be a list (unhashable); validation then refuses it.
+            ident = tuple(repr(span.get(k))[:100] for k in ("start", "end", "label"))
             for r in holders:
-                key = (r, span.get("start"), span.get("end"), span.get("label"))
+                key = (r, *ident)
                 if key not in seen:  # the same span on two holders of a prefix: once
                     seen.add(key)
                     out[r].append(span)
@@ -88,6 +93,10 @@ class GroupCheck:
                 for x in own.rejected
             ]
         return report
+
+
+def _shown(raw: Any) -> dict[str, Any]:
+    return dict(raw) if isinstance(raw, Mapping) else {"span": repr(raw)[:200]}
 
 
 @dataclass(frozen=True)
