@@ -87,7 +87,11 @@ def test_the_command_line_judges_groups_across_the_file(
 ) -> None:
     rows = mixed(bpe)
     source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    # Raw UTF-8 ("×" is two bytes), a blank line and a wrapped line: the groups' lines are
+    # read again by byte offset when their group is judged.
+    lines = [json.dumps({"rollout": r} if i == 1 else r, ensure_ascii=False) for i, r in
+             enumerate(rows)]  # fmt: skip
+    source.write_text("\n" + "\n".join(lines) + "\n", encoding="utf-8")
     env = {"JUDGE_DEFAULT_TOKENIZER": str(bpe_dir), "PATH": "/usr/bin:/bin"}
     outputs = {}
     for name, extra in (("grouped", ["--groupwise"]), ("plain", [])):

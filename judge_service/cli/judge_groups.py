@@ -2,10 +2,12 @@
 (as ``/v1/judge/group`` judges them), however far apart they stand in the file.
 
 The group is judged once, when the writer first needs one of its lines, and every line
-of it takes its own result from there, so the output stays in input order. Its rollouts
-are held in memory from the first read of the file (the group's, not the file's: lines
-without a group are read as they are judged). On a resumed run a group with lines still
-to write is judged whole again: a group's credit depends on all of its members.
+of it takes its own result from there, so the output stays in input order. The first
+read of the file keeps only where each group's lines are (line number, byte offset); a
+group's rollouts are read again when it is judged, and its results are dropped once its
+last line is written, so memory holds the groups being judged, not the file. On a
+resumed run a group with lines still to write is judged whole again: a group's credit
+depends on all of its members.
 """
 
 from __future__ import annotations
@@ -14,19 +16,29 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from judge_service.cli.jsonl import iter_rollouts
+from pydantic import ValidationError
+
+from judge_service.jsonl import json_line_at, json_lines_at
 
 if TYPE_CHECKING:
     from judge_service.pipeline import Engine
     from judge_service.schemas import Options, Result, Rollout
 
 
-def read_groups(path: Path) -> dict[str, list[tuple[int, Rollout]]]:
-    """Each group_id with more than one readable line: its (line number, rollout) pairs."""
-    found: dict[str, list[tuple[int, Rollout]]] = {}
-    for number, rollout, _error, _raw in iter_rollouts(path):
-        if rollout is not None and rollout.group_id is not None:
-            found.setdefault(rollout.group_id, []).append((number, rollout))
+def read_groups(path: Path) -> dict[str, list[tuple[int, int]]]:
+    """Each group_id with more than one readable line: its (line number, byte offset)."""
+    from judge_service.schemas import Rollout
+
+    found: dict[str, list[tuple[int, int]]] = {}
+    for number, offset, item, error in json_lines_at(path):
+        if error is not None or not isinstance(item, dict):
+            continue
+        try:
+            rollout = Rollout.model_validate(item)
+        except ValidationError:
+            continue
+        if rollout.group_id is not None:
+            found.setdefault(rollout.group_id, []).append((number, offset))
     return {g: members for g, members in found.items() if len(members) > 1}
 
 
@@ -34,9 +46,10 @@ class Groups:
     """The file's groups, each judged at most once per run."""
 
     def __init__(self, engine: Engine, options: Options, path: Path) -> None:
-        self.engine, self.options = engine, options
+        self.engine, self.options, self.path = engine, options, path
         self.members = read_groups(path)
         self._runs: dict[str, asyncio.Task[dict[int, Result]]] = {}
+        self._left: dict[str, int] = {g: len(m) for g, m in self.members.items()}
 
     def holds(self, number: int, rollout: Rollout | None) -> bool:
         """Whether this line is judged with its group."""
@@ -50,15 +63,22 @@ class Groups:
         run = self._runs.get(group_id)
         if run is None:
             run = self._runs[group_id] = asyncio.create_task(self._judge(group_id))
-        return (await run)[number]
+        result = (await run)[number]
+        self._left[group_id] -= 1
+        if not self._left[group_id]:  # its last line: the group's results can go
+            del self._runs[group_id]
+        return result
 
     async def _judge(self, group_id: str) -> dict[int, Result]:
         from judge_service.errors import InputError
         from judge_service.group.judge import check_group, judging
-        from judge_service.schemas import Result
+        from judge_service.schemas import Result, Rollout
 
         numbers = [n for n, _ in self.members[group_id]]
-        rollouts = [r for _, r in self.members[group_id]]
+        rollouts = [
+            Rollout.model_validate(json_line_at(self.path, offset))
+            for _, offset in self.members[group_id]
+        ]
         fields = [f"line {n}" for n in numbers]
         try:
             check_group(rollouts, self.engine, fields)
