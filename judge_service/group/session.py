@@ -211,7 +211,8 @@ class MemberJudge(Judge):
                 raise exc.with_partial(self._part(partial)) from exc
             raise
         for split in reading.rounds:  # as the session checked them: the result keeps
-            check(split.get(self.index, []))  # each round's rejections
+            # each round's rejections; in a thread, as the loop checks a submission
+            await asyncio.to_thread(check, split.get(self.index, []))
         final = reading.rounds[-1].get(self.index, []) if reading.rounds else []
         return replace(self._part(reading.outcome), spans=list(final))
 
