@@ -24,6 +24,7 @@ from judge_service.judges.base import JudgeOutcome
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.resolve import Resolved
 from judge_service.schemas import (
+    ContrastOut,
     JudgeAttempt,
     JudgeInfo,
     RejectedSpan,
@@ -154,7 +155,7 @@ def to_result(
         status=judgment.status,
         num_tokens=judgment.num_tokens,
         spans=[
-            SpanOut(score=score, **span.as_dict())
+            SpanOut(score=score, contrast=_contrast_out(span), **span.as_dict())
             for span, score in zip(judgment.spans, span_scores, strict=True)
         ],
         rejected_spans=[RejectedSpan(**_rejection_dict(r)) for r in judgment.rejected],
@@ -269,6 +270,13 @@ def _span(data: dict[str, Any]) -> Span:
         None if data.get("score") is None else float(data["score"]),
         _contrast(data.get("contrast")),
     )
+
+
+def _contrast_out(span: Span) -> ContrastOut | None:
+    if span.contrast is None:
+        return None
+    rollout, start, end = span.contrast
+    return ContrastOut(rollout=rollout, start=start, end=end)
 
 
 def _contrast(value: Any) -> tuple[int, int, int] | None:

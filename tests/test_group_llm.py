@@ -174,6 +174,9 @@ async def test_one_session_reads_the_group_and_its_spans_land_on_their_rollouts(
     results = {r.id: r for r in response.results}
     assert {r.status for r in response.results} == {"ok"}
     assert [(s.label, s.start) for s in results["false"].spans] == [("invalid", wrong["start"])]
+    cited = results["false"].spans[0].contrast  # the checked contrast, echoed
+    assert cited is not None
+    assert (cited.rollout, cited.start, cited.end) == (0, contrast["start"], contrast["end"])
     assert sorted(r.code for r in results["false"].rejected_spans) == [
         "contrast_not_anchored",
         "contrast_not_anchored",

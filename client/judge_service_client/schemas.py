@@ -161,6 +161,14 @@ class Options(BaseModel):
         return merged
 
 
+class ContrastOut(BaseModel):
+    """A sibling's tokens a group session's judge cited as evidence, checked."""
+
+    rollout: int = Field(description="The sibling's index in the group.")
+    start: int
+    end: int
+
+
 class SpanOut(BaseModel):
     start: int
     end: int
@@ -169,6 +177,9 @@ class SpanOut(BaseModel):
     confidence: float
     evidence: str
     evidence_end: str | None = None
+    contrast: ContrastOut | None = Field(
+        default=None, description="Group judging only: the sibling's tokens cited, checked."
+    )
 
 
 class RejectedSpan(BaseModel):
