@@ -289,3 +289,23 @@ async def redis_job_store() -> AsyncIterator[Any]:
     finally:
         await store.close()
         drop_prefix(url, prefix)
+
+
+@contextmanager
+def worker_processes(
+    names: list[str], env: dict[str, str], logs: Path, url: str, prefix: str
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`judge-service worker` processes by name, each logging to logs/<name>.log; yields
+    them once every one has a heartbeat, and stops them (SIGTERM) afterwards."""
+    workers = [
+        spawn(["worker", "--name", n, "--log-level", "warning"], env, logs / f"{n}.log")
+        for n in names
+    ]
+    try:
+        wait_until(
+            lambda: set(live_workers(url, prefix)) >= set(names), 60, f"{len(names)} workers"
+        )
+        yield workers
+    finally:
+        for worker in workers:
+            stop(worker)

@@ -72,14 +72,12 @@ def test_groupwise_batch_judges_each_group_together(server: str, bpe: LoadedToke
     assert results[2]["spans"] == plain["results"][2]["spans"]
 
 
-def test_one_rollout_and_jobs_refuse_groupwise(server: str, bpe: LoadedTokenizer) -> None:
+def test_one_rollout_refuses_groupwise(server: str, bpe: LoadedTokenizer) -> None:
     one = rollout(bpe, "a", RIGHT, 1.0)
     with httpx.Client(base_url=server, timeout=60) as client:
         single = client.post("/v1/judge", json={"rollout": one, "options": {"groupwise": True}})
-        job = client.post("/v1/jobs", json={"rollouts": [one], "options": {"groupwise": True}})
-    for response in (single, job):
-        assert response.status_code == 422, response.text
-        assert response.json()["field"] == "options.groupwise"
+    assert single.status_code == 422, single.text
+    assert single.json()["field"] == "options.groupwise"
 
 
 def test_the_command_line_judges_groups_across_the_file(

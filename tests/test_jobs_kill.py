@@ -25,15 +25,12 @@ from tests.harness.scripted import FakeProviderServer, anthropic_server
 from tests.harness.scripted.jobs import MODEL, add_sessions, sessions, worker_settings
 from tests.redis_support import (
     all_results,
-    live_workers,
     pending_of,
     service_env,
     shared_redis,
-    spawn,
     start_job_and_wait_busy,
-    stop,
     wait_job,
-    wait_until,
+    worker_processes,
 )
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -69,30 +66,22 @@ def test_a_killed_worker_loses_nothing_and_pays_for_nothing_twice(
         )
         env = service_env(**serving, worker_concurrency=4)
         names = ["kill-w0", "kill-w1", "kill-w2"]
-        workers = [
-            spawn(["worker", "--name", n, "--log-level", "warning"], env, tmp_path / f"{n}.log")
-            for n in names
-        ]
         api = Settings(**serving, inprocess_worker="off")  # only the three workers judge
-        try:
-            wait_until(lambda: set(live_workers(url, prefix)) >= set(names), 60, "3 workers")
-            with (
-                LiveServer(create_app(api)) as live,
-                httpx.Client(base_url=live.url, timeout=30) as client,
-            ):
-                options = {"judge": MODEL, "deadline_s": DEADLINE_S, "fallback": "zero"}
-                body = {"rollouts": rollouts, "options": options}
-                job_id = start_job_and_wait_busy(client, body, url, prefix, "kill-w0", 40)
-                workers[0].send_signal(signal.SIGKILL)
-                workers[0].wait(timeout=10)
-                in_flight = pending_of(url, prefix, "kill-w0")  # frozen now: nobody acks them
-                killed_at = time.monotonic()
+        with (
+            worker_processes(names, env, tmp_path, url, prefix) as workers,
+            LiveServer(create_app(api)) as live,
+            httpx.Client(base_url=live.url, timeout=30) as client,
+        ):
+            options = {"judge": MODEL, "deadline_s": DEADLINE_S, "fallback": "zero"}
+            body = {"rollouts": rollouts, "options": options}
+            job_id = start_job_and_wait_busy(client, body, url, prefix, "kill-w0", 40)
+            workers[0].send_signal(signal.SIGKILL)
+            workers[0].wait(timeout=10)
+            in_flight = pending_of(url, prefix, "kill-w0")  # frozen now: nobody acks them
+            killed_at = time.monotonic()
 
-                view = wait_job(client, job_id, timeout=90)
-                results = all_results(client, job_id, limit=64)
-        finally:
-            for worker in workers:
-                stop(worker)
+            view = wait_job(client, job_id, timeout=90)
+            results = all_results(client, job_id, limit=64)
         logs = "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
 
         assert in_flight > 0

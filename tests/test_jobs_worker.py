@@ -81,12 +81,18 @@ class FlakyFinish(RedisJobStore):
         self.failures = failures
 
     async def finish(
-        self, entry: Entry, result: str, kind: FinishKind, dead_record: str | None = None
+        self,
+        entry: Entry,
+        result: str,
+        kind: FinishKind,
+        dead_record: str | None = None,
+        *,
+        keep_payload: bool = False,
     ) -> bool:
         if kind != "dead" and self.failures > 0:
             self.failures -= 1
             raise RuntimeError("connection lost while writing the result")
-        return await super().finish(entry, result, kind, dead_record)
+        return await super().finish(entry, result, kind, dead_record, keep_payload=keep_payload)
 
 
 def _config(name: str, **extra: Any) -> WorkerConfig:

@@ -135,9 +135,10 @@ class Options(BaseModel):
     include_transcript: bool = False
     groupwise: bool = Field(
         default=False,
-        description="/v1/judge/batch and judge-service judge: judge the rollouts that share a "
-        "group_id as one group, as /v1/judge/group does (the group blocks come back in "
-        "`groups`); jobs and /v1/judge refuse it (422) for now.",
+        description="/v1/judge/batch, jobs and judge-service judge: judge the rollouts that "
+        "share a group_id as one group, as /v1/judge/group does (a batch's group blocks "
+        "come back in `groups`; a job queues one entry per group); /v1/judge (one rollout) "
+        "refuses it (422).",
     )
     fallback: Literal["rules", "zero", "none"] = Field(
         default="rules",

@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from judge_service.errors import IdempotencyConflict
@@ -87,6 +87,7 @@ class MemoryJobStore(JobStore):
         options: str,
         ids: Sequence[str],
         payloads: Sequence[str],
+        members: Mapping[int, int] | None = None,
     ) -> tuple[str, bool]:
         self._expire()
         if idempotency_key is not None and (tenant, idempotency_key) in self._idem:
@@ -108,7 +109,8 @@ class MemoryJobStore(JobStore):
         if idempotency_key is not None:
             self._idem[(tenant, idempotency_key)] = (job.id, fingerprint)
         for index in range(len(ids)):
-            self._new.append(Entry(self._entry_id(), job.id, index))
+            if members is None or index not in members:
+                self._new.append(Entry(self._entry_id(), job.id, index))
         self._event().set()
         return job.id, True
 
@@ -200,8 +202,18 @@ class MemoryJobStore(JobStore):
             job.status = "running"
         return Begin("go", attempts=attempts, payload=job.payloads[entry.index])
 
+    async def payloads(self, job_id: str, indices: Sequence[int]) -> list[str | None]:
+        job = self._jobs.get(job_id)
+        return [None if job is None else job.payloads.get(i) for i in indices]
+
     async def finish(
-        self, entry: Entry, result: str, kind: FinishKind, dead_record: str | None = None
+        self,
+        entry: Entry,
+        result: str,
+        kind: FinishKind,
+        dead_record: str | None = None,
+        *,
+        keep_payload: bool = False,
     ) -> bool:
         self._pending.pop(entry.id, None)
         job = self._jobs.get(entry.job)

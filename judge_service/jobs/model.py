@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -180,10 +180,17 @@ class JobStore(ABC):
         options: str,
         ids: Sequence[str],
         payloads: Sequence[str],
+        members: Mapping[int, int] | None = None,
     ) -> tuple[str, bool]:
         """Create a job and enqueue its rollouts atomically; (job id, created). With a known
         idempotency key: that job, not created; raises IdempotencyConflict if the
-        fingerprint differs."""
+        fingerprint differs. `members`: index -> its group's first index, for the rollouts
+        judged with a group (options.groupwise): only the first is queued, and its worker
+        writes every member's result."""
+
+    @abstractmethod
+    async def payloads(self, job_id: str, indices: Sequence[int]) -> list[str | None]:
+        """The stored payloads of `indices` (None where there is none)."""
 
     @abstractmethod
     async def get(self, job_id: str) -> JobRecord | None: ...
@@ -224,10 +231,17 @@ class JobStore(ABC):
 
     @abstractmethod
     async def finish(
-        self, entry: Entry, result: str, kind: FinishKind, dead_record: str | None = None
+        self,
+        entry: Entry,
+        result: str,
+        kind: FinishKind,
+        dead_record: str | None = None,
+        *,
+        keep_payload: bool = False,
     ) -> bool:
         """Write the result unless one exists, update the counts, acknowledge the entry:
-        atomically. True if this call wrote the result."""
+        atomically. True if this call wrote the result. `keep_payload`: a group member's
+        (its payload stays, for the group to be judged again if its worker dies)."""
 
     @abstractmethod
     async def release(self, entry: Entry) -> None:

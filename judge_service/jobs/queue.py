@@ -26,7 +26,7 @@ Keys beside those listed in `store.redis_conn` (``P`` is the prefix)::
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -101,6 +101,7 @@ class RedisJobStore(JobStore):
         options: str,
         ids: Sequence[str],
         payloads: Sequence[str],
+        members: Mapping[int, int] | None = None,
     ) -> tuple[str, bool]:
         if not self._queue_made:
             # The group exists before any worker does: KEDA scaling workers up from zero
@@ -125,6 +126,10 @@ class RedisJobStore(JobStore):
                     pipe.rpush(id_list, *ids[start:stop])
                 pipe.expire(upload, self.ttl_s)
                 pipe.expire(id_list, self.ttl_s)
+                if members:
+                    lead = self.keys.job(job_id, "lead")
+                    pipe.hset(lead, mapping={str(m): str(g) for m, g in members.items()})
+                    pipe.expire(lead, self.ttl_s)
                 await pipe.execute()
 
         await self.conn.run(write)
@@ -177,7 +182,12 @@ class RedisJobStore(JobStore):
     async def _enqueue(self, job_id: str, start: int) -> None:
         """Queue the job's entries from `start`, a chunk per call; safe to run twice at once
         (each chunk is compare-and-set on the job's `enqueued`)."""
-        keys = [self.keys.job(job_id), self.keys.stream, self.creating]
+        keys = [
+            self.keys.job(job_id),
+            self.keys.stream,
+            self.creating,
+            self.keys.job(job_id, "lead"),
+        ]
         at = start
         while at >= 0:
             args = [job_id, at, at + CHUNK]
@@ -333,8 +343,18 @@ class RedisJobStore(JobStore):
             return Begin("dead", attempts=int(reply[1]), last_error=reply[2] or None)
         return Begin(kind)
 
+    async def payloads(self, job_id: str, indices: Sequence[int]) -> list[str | None]:
+        key = self.keys.job(job_id, "in")
+        return list(await self.conn.run(lambda r: r.hmget(key, [str(i) for i in indices])))
+
     async def finish(
-        self, entry: Entry, result: str, kind: FinishKind, dead_record: str | None = None
+        self,
+        entry: Entry,
+        result: str,
+        kind: FinishKind,
+        dead_record: str | None = None,
+        *,
+        keep_payload: bool = False,
     ) -> bool:
         keys = self._job_keys(entry.job)
         args: list[str | int | float] = [
@@ -346,7 +366,7 @@ class RedisJobStore(JobStore):
             time.time(),
             self.ttl_s,
         ]
-        args += [dead_record or "", entry.job]
+        args += [dead_record or "", entry.job, "keep" if keep_payload else ""]
         written = await self.conn.run(lambda _: self._finish(keys=keys, args=args))
         return int(written) == 1
 

@@ -49,11 +49,13 @@ return holder
 """
 )
 
-# KEYS: job, stream, creating. ARGV: job id, start, stop.
+# KEYS: job, stream, creating, lead. ARGV: job id, start, stop.
 # Queues entries start..stop-1 if `enqueued` is still `start` (compare and set: a resumed
-# creation racing the original never queues a rollout twice). Returns where the next chunk
-# starts (the current `enqueued` if another caller got there first), or -1 once every entry
-# is queued, the job expired, or an older version queued all of them at creation.
+# creation racing the original never queues a rollout twice), except the members of a
+# group (`lead` holds them: a groupwise job queues one entry per group, its first
+# rollout's). Returns where the next chunk starts (the current `enqueued` if another
+# caller got there first), or -1 once every entry is queued, the job expired, or an older
+# version queued all of them at creation.
 ENQUEUE = """
 local j = redis.call('HMGET', KEYS[1], 'enqueued', 'total')
 if not j[1] or tonumber(j[1]) >= tonumber(j[2]) then
@@ -64,7 +66,9 @@ local at, total = tonumber(j[1]), tonumber(j[2])
 if at ~= tonumber(ARGV[2]) then return at end
 local stop = math.min(tonumber(ARGV[3]), total)
 for i = at, stop - 1 do
-  redis.call('XADD', KEYS[2], '*', 'job', ARGV[1], 'i', i)
+  if redis.call('HEXISTS', KEYS[4], i) == 0 then
+    redis.call('XADD', KEYS[2], '*', 'job', ARGV[1], 'i', i)
+  end
 end
 redis.call('HSET', KEYS[1], 'enqueued', stop)
 if stop >= total then
@@ -120,8 +124,10 @@ end
 
 # KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6).
 # ARGV: index, result, kind (done|failed|cancelled|dead), entry id, group, now, ttl,
-# dead-letter record, job id. Acknowledges the entry in every case; returns 1 if this call
-# wrote the result, 0 if one was there (first write wins), -1 if the job is gone.
+# dead-letter record, job id, "keep" (a group member's result: its payload stays for a
+# re-judging of the group until the job ends). Acknowledges the entry in every case;
+# returns 1 if this call wrote the result, 0 if one was there (first write wins), -1 if
+# the job is gone.
 FINISH = (
     _S
     + _FINALIZE
@@ -132,7 +138,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('EXPIRE', KEYS[2], ARGV[7])
-redis.call('HDEL', KEYS[6], ARGV[1])  -- its payload is never read again
+if ARGV[10] ~= 'keep' then redis.call('HDEL', KEYS[6], ARGV[1]) end  -- never read again
 local kind = ARGV[3]
 if kind == 'dead' then
   redis.call('HINCRBY', KEYS[1], 'dead', 1)

@@ -21,6 +21,7 @@ from judge_service.errors import (
     LimitError,
     NotFoundError,
 )
+from judge_service.jobs.groups import check_groups, grouped
 from judge_service.jobs.model import CANCELLED, JobRecord, JobStore, cancelled_result
 from judge_service.judges.base import JudgeLimits
 from judge_service.pipeline import Engine
@@ -46,6 +47,9 @@ class JobService:
             f'{{"advantage":{_advantage_json(adv)},"rollout":{rollout.model_dump_json()}}}'
             for rollout, adv in zip(body.rollouts, advantages, strict=True)
         ]
+        members = None
+        if options.groupwise:  # one queue entry per group (jobs/groups.py)
+            members = grouped(payloads, check_groups(body.rollouts, self.engine))
         digest = hashlib.sha256(options_json.encode())
         for payload in payloads:
             digest.update(b"\n" + payload.encode())
@@ -57,6 +61,7 @@ class JobService:
                 options_json,
                 [r.id for r in body.rollouts],
                 payloads,
+                members,
             )
         except IdempotencyConflict as exc:
             raise ConflictError(
@@ -91,12 +96,6 @@ class JobService:
         for name, field in tokenizers.items():  # load now: a wrong name fails the request
             await self.engine.tokenizers.aget(name, field)
         options = body.options
-        if options.groupwise:  # one queue entry per group: not built yet (issue 30)
-            raise InputError(
-                "groupwise judging is for /v1/judge/batch, /v1/judge/group and "
-                "judge-service judge; jobs do not support it yet",
-                field="options.groupwise",
-            )
         self.engine.judge_for(options.judge or settings.default_judge)
         limit = settings.jobs_max_deadline_s
         if options.deadline_s is not None and options.deadline_s > limit:

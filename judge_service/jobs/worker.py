@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -32,6 +33,7 @@ from typing import TypeVar
 from judge_service import metrics
 from judge_service.credit import GroupAdvantage
 from judge_service.errors import StoreUnavailable
+from judge_service.jobs.groups import GROUP_KEY, judged_group
 from judge_service.jobs.model import (
     CANCELLED,
     Entry,
@@ -47,6 +49,9 @@ from judge_service.wire_json import dump_json_str
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# The entry id a group member's result is written under: it has no entry of its own (only
+# its leader is queued), and acknowledging this id is a no-op on both queues.
+MEMBER_ENTRY = "0-1"
 
 
 @dataclass(frozen=True)
@@ -309,6 +314,9 @@ class Worker:
             await self._dead_letter(entry, tenant, begin.attempts, begin.last_error)
             return
         payload = json.loads(begin.payload or "{}")
+        if GROUP_KEY in payload:
+            await self._deliver_group(entry, payload[GROUP_KEY], options, tenant)
+            return
         rollout = Rollout.model_validate(payload["rollout"])
         result, _ = await self.engine.for_tenant(tenant).judge_or_fail(
             rollout,
@@ -321,6 +329,25 @@ class Worker:
         data = dump_json_str(result)
         await self._until_ok(lambda: self.jobs.finish(entry, data, kind))
 
+    async def _deliver_group(
+        self, entry: Entry, indices: list[int], options: Options, tenant: str
+    ) -> None:
+        """A leader's entry: judge its whole group, write the members, then the leader
+        (jobs/groups.py)."""
+        stored = await self._until_ok(lambda: self.jobs.payloads(entry.job, indices))
+        if any(p is None for p in stored):  # the job ended (cancelled, expired) meanwhile
+            await self._until_ok(lambda: self.jobs.ack(entry))
+            return
+        results = await judged_group(self.engine.for_tenant(tenant), stored, indices, options)
+        self.judged += len(results)
+        for index, result in reversed(list(zip(indices, results, strict=True))):
+            kind: FinishKind = "failed" if result.status == "failed" else "done"
+            data = dump_json_str(result)
+            if index == entry.index:  # the leader last: its entry is acknowledged with it
+                await self._write(entry, data, kind)
+            else:
+                await self._write(Entry(MEMBER_ENTRY, entry.job, index), data, kind, keep=True)
+
     async def _dead_letter(
         self, entry: Entry, tenant: str, attempts: int, last_error: str | None
     ) -> None:
@@ -329,8 +356,30 @@ class Worker:
         record = dead_letter_record(entry, tenant, attempts, last_error, time.time())
         log.error("%s[%d] dead-lettered: %s", entry.job, entry.index, result.error)
         data = dump_json_str(result)
-        if await self._until_ok(lambda: self.jobs.finish(entry, data, "dead", record)):
+        stored = await self._until_ok(lambda: self.jobs.payloads(entry.job, [entry.index]))
+        indices = json.loads(stored[0]).get(GROUP_KEY, []) if stored and stored[0] else []
+        for index in indices[1:]:  # a leader: its group's members die with it
+            one = await self._until_ok(
+                functools.partial(self.jobs.ids, entry.job, index, index + 1)
+            )
+            lost = dead_letter_result(one[0] if one else f"#{index}", attempts, last_error)
+            member = Entry(MEMBER_ENTRY, entry.job, index)
+            await self._write(member, dump_json_str(lost), "dead", record, keep=True)
+        if await self._write(entry, data, "dead", record):
             metrics.JOBS_DEAD_LETTERED.inc()
+
+    async def _write(
+        self,
+        entry: Entry,
+        data: str,
+        kind: FinishKind,
+        record: str | None = None,
+        *,
+        keep: bool = False,
+    ) -> bool:
+        return await self._until_ok(
+            lambda: self.jobs.finish(entry, data, kind, record, keep_payload=keep)
+        )
 
     async def _info(self, job_id: str) -> tuple[Options, str]:
         if job_id not in self._job_info:
