@@ -111,7 +111,9 @@ async def test_a_groupwise_job_queues_one_entry_per_group_and_matches_the_group_
         drop_prefix(url, prefix)
 
 
-def test_a_bad_group_is_refused_before_the_job_exists(bpe: LoadedTokenizer, bpe_dir: Path) -> None:
+def test_a_bad_group_is_refused_and_a_good_one_judged_in_process(
+    bpe: LoadedTokenizer, bpe_dir: Path
+) -> None:
     rows = mixed(bpe)
     rows[4] = {**rows[4], "problem": "Another problem."}  # h's second rollout
     larger = [*mixed(bpe), {**mixed(bpe)[0], "id": "g-4"}]  # g: 4 rollouts
@@ -121,9 +123,16 @@ def test_a_bad_group_is_refused_before_the_job_exists(bpe: LoadedTokenizer, bpe_
         bad = client.post("/v1/jobs", json={"rollouts": rows, "options": groupwise})
         big = client.post("/v1/jobs", json={"rollouts": larger, "options": groupwise})
         plain = client.post("/v1/jobs", json={"rollouts": rows})  # not groupwise: fine
+        good = client.post("/v1/jobs", json={"rollouts": mixed(bpe), "options": groupwise})
+        assert good.status_code == 202, good.text
+        view = wait_job(client, good.json()["id"], timeout=60)  # the in-process queue
+        results = all_results(client, good.json()["id"])
     assert bad.status_code == 422 and bad.json()["field"] == "rollouts[4].problem", bad.text
     assert big.status_code == 413 and big.json()["field"] == "rollouts", big.text
     assert plain.status_code == 202
+    assert view["status"] == "done" and [r["id"] for r in results] == [r["id"] for r in mixed(bpe)]
+    # g-plan's departure ("Only the 20 matters here.") is found only by judging g together.
+    assert any(s["label"] == "invalid" for s in results[5]["spans"]), results[5]["spans"]
 
 
 GROUPS, SIZE = 30, 4
