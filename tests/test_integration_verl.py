@@ -6,6 +6,8 @@ laid out like verl's agent loop builds it (left-padded prompts, right-padded res
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -213,3 +215,61 @@ def test_readme_verl_snippet_runs() -> None:
     exec(compile(code, "README.md[verl]", "exec"), namespace)
     expected = torch.tensor([[0.5, 0.25, 0.5, 0.5, 0.0], [-0.375, -0.5, -0.5, 0.0, 0.0]])
     torch.testing.assert_close(namespace["advantages"], expected)
+
+
+def test_groupwise_judges_each_uid_as_one_group_whatever_the_order(service: str) -> None:
+    from tests.test_group_route import FALSE_AT_3, PROBLEM, RIGHT, WRONG_PLAN
+
+    tokenizer = AutoTokenizer.from_pretrained(str(EXAMPLES / "tokenizer"))
+
+    def row(uid: str, lines: list[str]) -> dict[str, Any]:
+        ids = tokenizer("\n".join(lines), add_special_tokens=False)["input_ids"]
+        return {"group_id": uid, "problem": PROBLEM, "response_token_ids": ids,
+                "reference_answer": "408", "tokenizer": str(EXAMPLES / "tokenizer")}  # fmt: skip
+
+    # Two uids interleaved (verl need not keep a uid's samples together), and a lone one.
+    rows = [row("u1", RIGHT), row("u2", RIGHT), row("u1", WRONG_PLAN), row("u2", FALSE_AT_3),
+            row("u1", FALSE_AT_3), row("u2", WRONG_PLAN), row("u3", RIGHT)]  # fmt: skip
+    width = max(len(r["response_token_ids"]) for r in rows)
+    batch = _verl_batch(rows, tokenizer, width)
+    manager = jv.JudgeRewardManager(
+        OmegaConf.create({}),
+        tokenizer,
+        _score,
+        judge_url=service,
+        judge_tokenizer=str(EXAMPLES / "tokenizer"),
+        judge_options={"groupwise": True},
+        group_size=3,
+        group_window_s=0.5,
+    )
+
+    async def score_all() -> list[dict[str, Any]]:  # as RewardLoopWorker.compute_score_batch
+        return list(
+            await asyncio.gather(*(manager.run_single(batch[i : i + 1]) for i in range(len(rows))))
+        )
+
+    outputs = manager.loop.run_until_complete(score_all())
+    manager.loop.run_until_complete(manager.judge_client.aclose())
+
+    assert [o["reward_extra_info"]["judge_status"] for o in outputs] == ["ok"] * len(rows)
+    got = [_b64(o["reward_extra_info"]["judge_credit"]) for o in outputs]
+    # Each uid's samples judged as one group: its credit is /v1/judge/group's.
+    with JudgeClient(service) as client:
+        for uid in ("u1", "u2"):
+            members = [i for i, r in enumerate(rows) if r["group_id"] == uid]
+            sent = [{**rows[i], "id": f"{uid}-{k}", "reward": outputs[i]["reward_score"]}
+                    for k, i in enumerate(members)]  # fmt: skip
+            group = client.judge_group(sent, {"credit_encoding": "dense"})
+            for i, result in zip(members, group.results, strict=True):
+                np.testing.assert_allclose(got[i], credit_array(result), atol=1e-6)
+            plan = next(i for i in members if rows[i]["response_token_ids"] == rows[2][
+                "response_token_ids"])  # fmt: skip
+            # The plan's departure is credited only when its group is judged together.
+            assert any(d.rollout == members.index(plan) for d in group.group.divergence)
+            assert (got[plan] < 0).any()
+        alone = client.judge({**rows[6], "id": "u3-0", "reward": 1.0}, {"credit_encoding": "dense"})
+    np.testing.assert_allclose(got[6], credit_array(alone), atol=1e-6)
+
+
+def _b64(value: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(value), dtype="<f4")

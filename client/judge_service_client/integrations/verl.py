@@ -37,6 +37,16 @@ train with the legacy trainer, ``trainer.use_v1=False``: the v1 trainer fetches 
 field list from its TransferQueue (``verl/trainer/ppo/v1/trainer_base.py``) that carries no
 ``reward_extra_info``, so there the credit would not arrive (not supported yet).
 
+Groupwise (``JUDGE_OPTIONS='{"groupwise": true}'``, ``JUDGE_GROUP_SIZE`` = the rollout
+``n``): verl's GRPO groups samples by ``non_tensor_batch["uid"]``
+(``compute_grpo_outcome_advantage``'s ``index``), and its reward loop scores a chunk of
+samples concurrently, one ``run_single`` each (``RewardLoopWorker.compute_score_batch``).
+So the manager gathers the samples of one uid (`_Gather`) and sends them as one group to
+``/v1/judge/group`` (``group_id`` = uid, each sample's outcome reward with it) once
+``JUDGE_GROUP_SIZE`` have arrived, or when ``JUDGE_GROUP_WINDOW_S`` (default 5 s) has
+passed since the first: a uid split across two reward workers' chunks is judged as the
+parts each worker holds. A lone sample is judged alone.
+
 Config::
 
     VERL_USE_EXTERNAL_MODULES=judge_service_client.integrations.verl \\
@@ -66,6 +76,7 @@ from verl.trainer.ppo import reward as verl_reward
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, register_adv_est
 
 from judge_service_client.client import AsyncJudgeClient
+from judge_service_client.client.errors import ClientRequestError
 from judge_service_client.schemas import Options, Result
 
 log = logging.getLogger(__name__)
@@ -230,6 +241,8 @@ class JudgeRewardManager(NaiveRewardManager):
         judge_options: Options | Mapping[str, Any] | None = None,
         judge_client: AsyncJudgeClient | None = None,
         judge_tokenizer: str | None = None,
+        group_size: int | None = None,
+        group_window_s: float | None = None,
     ) -> None:
         super().__init__(  # type: ignore[no-untyped-call]
             config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer
@@ -252,6 +265,13 @@ class JudgeRewardManager(NaiveRewardManager):
         name = judge_tokenizer or os.environ.get("JUDGE_TOKENIZER")
         name = name or getattr(tokenizer, "name_or_path", None)
         self.judge_tokenizer: str | None = str(name) if name else None
+        self.gather: _Gather | None = None
+        if self.judge_options.groupwise:
+            size = group_size or int(os.environ.get("JUDGE_GROUP_SIZE") or 0)
+            if size < 1:
+                raise ValueError("groupwise judging needs JUDGE_GROUP_SIZE (the rollout n)")
+            window = group_window_s or float(os.environ.get("JUDGE_GROUP_WINDOW_S") or 5.0)
+            self.gather = _Gather(self.judge_client, self.judge_options, size, window)
 
     def _rollout(self, item: Any) -> dict[str, Any]:
         responses: torch.Tensor = item.batch["responses"]
@@ -283,7 +303,13 @@ class JudgeRewardManager(NaiveRewardManager):
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         item = data[-1:][0]
-        outcome, result = await asyncio.gather(super().run_single(data), self._judge(item))
+        if self.gather is not None:  # the group needs each sample's outcome reward
+            outcome = await super().run_single(data)
+            rollout = {**self._rollout(item), "reward": float(outcome["reward_score"])}
+            uid = str(item.non_tensor_batch.get("uid", "verl"))
+            result = await self.gather.result(uid, rollout)
+        else:
+            outcome, result = await asyncio.gather(super().run_single(data), self._judge(item))
         extra: dict[str, Any] = dict(outcome.get("reward_extra_info") or {})
         credit = result.credit if result.status != "failed" else None
         extra[CREDIT_KEY] = credit if isinstance(credit, str) else ""
@@ -291,3 +317,66 @@ class JudgeRewardManager(NaiveRewardManager):
         if result.status == "failed":
             log.warning("judge failed for %s: %s", result.id, result.error)
         return {"reward_score": outcome["reward_score"], "reward_extra_info": extra}
+
+
+class _Gather:
+    """The samples of one uid, sent as one group once `size` have arrived or `window_s`
+    after the first (see the module's doc); each sample gets its own result back."""
+
+    def __init__(
+        self, client: AsyncJudgeClient, options: Options, size: int, window_s: float
+    ) -> None:
+        self.client, self.size, self.window_s = client, size, window_s
+        # /v1/judge/group judges one group; /v1/judge refuses the option.
+        self.options = options.model_copy(update={"groupwise": False})
+        self._waiting: dict[str, list[tuple[dict[str, Any], asyncio.Future[Result]]]] = {}
+        self._sends: set[asyncio.Task[None]] = set()
+
+    async def result(self, uid: str, rollout: dict[str, Any]) -> Result:
+        loop = asyncio.get_running_loop()
+        waiting = self._waiting.setdefault(uid, [])
+        future: asyncio.Future[Result] = loop.create_future()
+        waiting.append((rollout, future))
+        if len(waiting) == 1:
+            loop.call_later(self.window_s, self._flush, uid, waiting)
+        if len(waiting) >= self.size:
+            self._flush(uid, waiting)
+        return await future
+
+    def _flush(
+        self, uid: str, waiting: list[tuple[dict[str, Any], asyncio.Future[Result]]]
+    ) -> None:
+        if self._waiting.get(uid) is not waiting:  # sent already (full before the window)
+            return
+        del self._waiting[uid]
+        task = asyncio.ensure_future(self._send(uid, waiting))
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
+
+    async def _send(
+        self, uid: str, waiting: list[tuple[dict[str, Any], asyncio.Future[Result]]]
+    ) -> None:
+        rollouts = [
+            {**rollout, "id": f"{uid}-{k}", "group_id": uid}
+            for k, (rollout, _) in enumerate(waiting)
+        ]
+        try:
+            if len(rollouts) > 1:
+                try:
+                    results = (await self.client.judge_group(rollouts, self.options)).results
+                except ClientRequestError as exc:  # a 4xx: a group over the limits, ...
+                    log.warning("group %s judged sample by sample: %s", uid, exc)
+                    results = list(await asyncio.gather(*map(self._alone, rollouts)))
+            else:
+                results = [await self._alone(rollouts[0])]
+        except Exception as exc:  # every sample of the group sees the failure
+            for _, future in waiting:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), result in zip(waiting, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+    async def _alone(self, rollout: dict[str, Any]) -> Result:
+        return await self.client.judge(rollout, self.options)
