@@ -10,9 +10,12 @@ the same step (`group.judge`).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from judge_service.errors import JudgeError
 from judge_service.group.contrast import contrast_check
@@ -33,7 +36,7 @@ from judge_service.judges.cache import JudgeCache
 from judge_service.judges.llm.conversation import Prompt
 from judge_service.judges.llm.llm_judge import LLMJudge, tool_spec
 from judge_service.judges.llm.loop import ToolLoop
-from judge_service.judges.llm.prompt import canonical_json, fence_id
+from judge_service.judges.llm.prompt import fence_id
 from judge_service.judges.llm.transcript import Transcript
 from judge_service.resolve import Resolved
 from judge_service.schemas import Rollout
@@ -85,12 +88,14 @@ def _verdicts(shown: Mapping[int, Shown]) -> str:
 def group_key(shown: Mapping[int, Shown], hints: str) -> str:
     """What the session saw of the group, hashed: every shown rollout's ids, tokenizer,
     reward and answers, and the hints."""
-    material = [
-        [r, s.rollout.model_dump(mode="json", exclude={"id", "metadata"})]
-        for r, s in sorted(shown.items())
-    ]
-    blob = canonical_json({"rollouts": material, "hints": hints}).encode()
-    return hashlib.sha256(blob).hexdigest()
+    digest = hashlib.sha256(hints.encode("utf-8", "surrogatepass"))
+    for r, s in sorted(shown.items()):
+        # The ids as the decode made them an array: hashing their bytes, not their JSON,
+        # keeps a 512k-token group's key to milliseconds on the event loop.
+        fields = s.rollout.model_dump_json(exclude={"id", "metadata", "response_token_ids"})
+        digest.update(f"\0{r}\0{fields}\0".encode("utf-8", "surrogatepass"))
+        digest.update(np.ascontiguousarray(s.trace.token_ids, np.int64).tobytes())
+    return digest.hexdigest()
 
 
 class GroupReader:
@@ -108,7 +113,6 @@ class GroupReader:
         self.shown = dict(sorted(shown.items()))
         self.resolved = resolved
         self.traces = {r: s.trace for r, s in self.shown.items()}
-        self.shared = Shared.of(self.traces)
         self.hints = hints_text(points)
         self.tools = group_tools(judge, list(resolved.label_scores), len(self.shown))
         self.version = group_version(judge, self.tools)
@@ -128,7 +132,7 @@ class GroupReader:
             contrast=contrast_check(self.traces, index, same_as),
         )
 
-    def prompt(self) -> Prompt:
+    def prompt(self, shared: Shared) -> Prompt:
         first = next(iter(self.shown.values())).rollout
         limits = group_limits(self.resolved.limits, len(self.shown))
         references = ""
@@ -136,7 +140,7 @@ class GroupReader:
             references += f"\n# Reference answer\n{first.reference_answer}\n"
         if first.reference_solution is not None:
             references += f"\n# Reference solution\n{first.reference_solution}\n"
-        view = group_view(self.traces, self.shared)
+        view = group_view(self.traces, shared)
         prompts = self.judge.prompts
         context = prompts.render(
             "group_context",
@@ -168,8 +172,11 @@ class GroupReader:
             )
             for r, s in self.shown.items()
         }
-        check = GroupCheck(validators, self.shared)
-        prompt = self.prompt()
+        # Comparing prefixes and marking every rollout is work on the group's tokens (up to
+        # JUDGE_MAX_TOKENS_PER_GROUP): off the event loop.
+        shared = await asyncio.to_thread(Shared.of, self.traces)
+        prompt = await asyncio.to_thread(self.prompt, shared)
+        check = GroupCheck(validators, shared)
         first = next(iter(self.shown.values()))
         request = JudgeRequest(
             rollout_id=f"group of {first.rollout.id}",
