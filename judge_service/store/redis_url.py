@@ -125,8 +125,11 @@ def open_client(url: str, **kwargs: Any) -> tuple[aioredis.Redis, Sentinel | Non
     if not is_sentinel(url):
         return aioredis.Redis.from_url(url, **kwargs), None
     target = parse_sentinel_url(url)
-    timeouts = {k: kwargs[k] for k in ("socket_timeout", "socket_connect_timeout") if k in kwargs}
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    timeouts: dict[str, Any] = {
+        k: kwargs[k] for k in ("socket_timeout", "socket_connect_timeout") if k in kwargs
+    }
+    # redis < 8.2 ships Sentinel.__init__ untyped, 8.2 typed: the ignore serves either.
+    sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         list(target.sentinels),
         sentinel_kwargs={**timeouts, **target.sentinel_auth},
         db=target.db,
