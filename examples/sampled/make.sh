@@ -40,3 +40,16 @@ done
 $JS audit "$RUNS/probe-rules-own.jsonl" -o $OUT/audit-rules.html || true
 $JS audit --compare rules="$RUNS/probe-rules.jsonl" value="$RUNS/probe-value.jsonl" \
   cscr="$RUNS/probe-cscr.jsonl" cort="$RUNS/probe-cort.jsonl" -o $OUT/compare.html
+# Groupwise (issue 30): the rules judge single against groupwise, side by side.
+$JS judge $OUT/rollouts.jsonl -o "$RUNS/rules-single.jsonl" --no-progress --encoding dense
+$JS judge $OUT/rollouts.jsonl -o "$RUNS/rules-groupwise.jsonl" --no-progress --encoding dense \
+  --groupwise
+$PY -m judge_service.devtools.credit_runs $OUT/rollouts.jsonl --model "$SMOL" -o "$RUNS/group" \
+  --methods "" --judged rules="$RUNS/rules-single.jsonl" \
+  --judged groupwise="$RUNS/rules-groupwise.jsonl"
+for m in rules groupwise; do
+  $JS probe $OUT/rollouts.jsonl "$RUNS/group/$m.jsonl" "${PROBE[@]}" -o "$RUNS/probe-group-$m.jsonl"
+done
+$JS audit --compare rules="$RUNS/probe-group-rules.jsonl" \
+  groupwise="$RUNS/probe-group-groupwise.jsonl" -o "$RUNS/compare-groupwise.html"
+cp "$RUNS/compare-groupwise.json" $OUT/compare-groupwise.json
