@@ -7,7 +7,6 @@ laid out like verl's agent loop builds it (left-padded prompts, right-padded res
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +29,7 @@ from judge_service.config import Settings  # noqa: E402
 from judge_service.integrations import verl as jv  # noqa: E402
 from tests.conftest import EXAMPLES, LiveServer  # noqa: E402
 from tests.readme_snippets import readme_block  # noqa: E402
+from tests.test_group_route import FALSE_AT_3, PROBLEM, REPAIRED, RIGHT, WRONG_PLAN  # noqa: E402
 
 
 def _compute_advantage(data: DataProto, config: AlgoConfig) -> torch.Tensor:
@@ -217,59 +217,251 @@ def test_readme_verl_snippet_runs() -> None:
     torch.testing.assert_close(namespace["advantages"], expected)
 
 
-def test_groupwise_judges_each_uid_as_one_group_whatever_the_order(service: str) -> None:
-    from tests.test_group_route import FALSE_AT_3, PROBLEM, RIGHT, WRONG_PLAN
+# Groupwise (options.groupwise): the samples of one uid judged as one group. These tests
+# read the credit where the trainer reads it, in token_level_rewards after extract_reward,
+# and configure the manager from the environment, as verl's reward workers get it.
 
-    tokenizer = AutoTokenizer.from_pretrained(str(EXAMPLES / "tokenizer"))
+TOKENIZER = str(EXAMPLES / "tokenizer")
 
-    def row(uid: str, lines: list[str]) -> dict[str, Any]:
-        ids = tokenizer("\n".join(lines), add_special_tokens=False)["input_ids"]
-        return {"group_id": uid, "problem": PROBLEM, "response_token_ids": ids,
-                "reference_answer": "408", "tokenizer": str(EXAMPLES / "tokenizer")}  # fmt: skip
 
+@pytest.fixture
+def groupwise(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def configure(url: str, size: int = 3) -> None:
+        monkeypatch.setenv("JUDGE_URL", url)
+        monkeypatch.setenv("JUDGE_OPTIONS", '{"groupwise": true}')
+        monkeypatch.setenv("JUDGE_TOKENIZER", TOKENIZER)
+        monkeypatch.setenv("JUDGE_GROUP_SIZE", str(size))
+        # Short: a test waits this long for the samples of a uid that never come.
+        monkeypatch.setenv("JUDGE_GROUP_WINDOW_S", "0.5")
+
+    return configure
+
+
+def _sample(tokenizer: Any, uid: Any, lines: list[str], *, bad: bool = False) -> dict[str, Any]:
+    """A sample of the 17 × 24 group of tests/test_group_route.py. `bad` puts an id outside
+    the example tokenizer's vocabulary at position 3: the service fails that rollout alone."""
+    ids = tokenizer("\n".join(lines), add_special_tokens=False)["input_ids"]
+    if bad:
+        ids = [*ids[:3], 10**6, *ids[4:]]
+    return {"group_id": uid, "problem": PROBLEM, "response_token_ids": ids,
+            "reference_answer": "408", "tokenizer": TOKENIZER}  # fmt: skip
+
+
+def _manager(tokenizer: Any) -> jv.JudgeRewardManager:
+    return jv.JudgeRewardManager(OmegaConf.create({}), tokenizer, _score)
+
+
+async def _close(*managers: jv.JudgeRewardManager) -> None:
+    for manager in managers:
+        await manager.judge_client.aclose()
+
+
+def _to_trainer(batch: DataProto, outputs: list[dict[str, Any]]) -> tuple[Any, torch.Tensor]:
+    """verl's steps from the reward workers' outputs to the trainer's rewards: rm_scores and
+    the extra info on the batch (reward_loop.py compute_rm_score, agent_loop.py), then the
+    wrapped extract_reward (ray_trainer). Returns the statuses and the decoded credit."""
+    scores = [o["reward_score"] for o in outputs]
+    infos = [o["reward_extra_info"] for o in outputs]
+    batch.batch["rm_scores"] = jv.JudgeRewardManager.assemble_rm_scores(batch, scores)
+    keys = list(infos[0])
+    for key in keys:
+        batch.non_tensor_batch[key] = np.array([info[key] for info in infos], dtype=object)
+    batch.meta_info["reward_extra_keys"] = keys
+    rewards, _ = verl_reward.extract_reward(batch)
+    outcome, credit = jv.decode_token_rewards(rewards, batch.batch["response_mask"])
+    # The encoding keeps each row's outcome, whatever the judge did.
+    torch.testing.assert_close(outcome, torch.tensor(scores), rtol=0, atol=1e-5)
+    return batch.non_tensor_batch[jv.STATUS_KEY], credit
+
+
+def _as_trained(result: Any, mask: torch.Tensor) -> torch.Tensor:
+    """A result's credit as the trainer holds it: on the row's mask, without the last
+    model token's (the slot that carries the outcome)."""
+    row = torch.zeros(mask.shape[0])
+    values = torch.from_numpy(credit_array(result))[: mask.shape[0]]
+    row[: len(values)] = values
+    row = row * mask
+    row[int(mask.nonzero().max())] = 0.0
+    return row
+
+
+def _judged_together(
+    client: JudgeClient, rows: list[dict[str, Any]], members: list[int], scores: list[float]
+) -> Any:
+    sent = [{**rows[i], "id": f"m{k}", "group_id": str(rows[i]["group_id"]),
+             "reward": scores[i]} for k, i in enumerate(members)]  # fmt: skip
+    return client.judge_group(sent, {"credit_encoding": "dense"})
+
+
+def test_groupwise_judges_each_uid_as_one_group_whatever_the_order(
+    service: str, groupwise: Any
+) -> None:
+    groupwise(service)
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
     # Two uids interleaved (verl need not keep a uid's samples together), and a lone one.
-    rows = [row("u1", RIGHT), row("u2", RIGHT), row("u1", WRONG_PLAN), row("u2", FALSE_AT_3),
-            row("u1", FALSE_AT_3), row("u2", WRONG_PLAN), row("u3", RIGHT)]  # fmt: skip
+    rows = [_sample(tokenizer, "u1", RIGHT), _sample(tokenizer, "u2", RIGHT),
+            _sample(tokenizer, "u1", WRONG_PLAN), _sample(tokenizer, "u2", FALSE_AT_3),
+            _sample(tokenizer, "u1", FALSE_AT_3), _sample(tokenizer, "u2", WRONG_PLAN),
+            _sample(tokenizer, "u3", RIGHT)]  # fmt: skip
     width = max(len(r["response_token_ids"]) for r in rows)
     batch = _verl_batch(rows, tokenizer, width)
-    manager = jv.JudgeRewardManager(
-        OmegaConf.create({}),
-        tokenizer,
-        _score,
-        judge_url=service,
-        judge_tokenizer=str(EXAMPLES / "tokenizer"),
-        judge_options={"groupwise": True},
-        group_size=3,
-        group_window_s=0.5,
-    )
+    manager = _manager(tokenizer)
 
     async def score_all() -> list[dict[str, Any]]:  # as RewardLoopWorker.compute_score_batch
-        return list(
-            await asyncio.gather(*(manager.run_single(batch[i : i + 1]) for i in range(len(rows))))
-        )
+        outputs = await asyncio.gather(*(manager.run_single(batch[i : i + 1]) for i in range(7)))
+        await _close(manager)
+        return list(outputs)
 
     outputs = manager.loop.run_until_complete(score_all())
-    manager.loop.run_until_complete(manager.judge_client.aclose())
-
-    assert [o["reward_extra_info"]["judge_status"] for o in outputs] == ["ok"] * len(rows)
-    got = [_b64(o["reward_extra_info"]["judge_credit"]) for o in outputs]
-    # Each uid's samples judged as one group: its credit is /v1/judge/group's.
+    scores = [float(o["reward_score"]) for o in outputs]
+    statuses, credit = _to_trainer(batch, outputs)
+    assert list(statuses) == ["ok"] * len(rows)
+    mask = batch.batch["response_mask"]
     with JudgeClient(service) as client:
         for uid in ("u1", "u2"):
             members = [i for i, r in enumerate(rows) if r["group_id"] == uid]
-            sent = [{**rows[i], "id": f"{uid}-{k}", "reward": outputs[i]["reward_score"]}
-                    for k, i in enumerate(members)]  # fmt: skip
-            group = client.judge_group(sent, {"credit_encoding": "dense"})
+            group = _judged_together(client, rows, members, scores)
             for i, result in zip(members, group.results, strict=True):
-                np.testing.assert_allclose(got[i], credit_array(result), atol=1e-6)
+                torch.testing.assert_close(
+                    credit[i], _as_trained(result, mask[i]), atol=1e-6, rtol=0
+                )
+            # The plan's departure is found only when its group is judged together, and
+            # its negative credit is on the plan's own row.
             plan = next(i for i in members if rows[i]["response_token_ids"] == rows[2][
                 "response_token_ids"])  # fmt: skip
-            # The plan's departure is credited only when its group is judged together.
             assert any(d.rollout == members.index(plan) for d in group.group.divergence)
-            assert (got[plan] < 0).any()
+            assert (credit[plan] < 0).any()
         alone = client.judge({**rows[6], "id": "u3-0", "reward": 1.0}, {"credit_encoding": "dense"})
-    np.testing.assert_allclose(got[6], credit_array(alone), atol=1e-6)
+    torch.testing.assert_close(credit[6], _as_trained(alone, mask[6]), atol=1e-6, rtol=0)
 
 
-def _b64(value: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(value), dtype="<f4")
+def test_groupwise_a_failing_sample_fails_alone_and_scores_land_on_their_rows(
+    service: str, groupwise: Any
+) -> None:
+    """Uids that are not strings (sent as their str), interleaved: uid 7 all correct (an
+    equal-reward group: zero-sum scores rank its samples), uid 8 with an unjudgeable sample."""
+    groupwise(service)
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    rows = [_sample(tokenizer, 7, REPAIRED), _sample(tokenizer, 8, RIGHT),
+            _sample(tokenizer, 7, RIGHT), _sample(tokenizer, 8, RIGHT, bad=True),
+            _sample(tokenizer, 7, RIGHT), _sample(tokenizer, 8, FALSE_AT_3)]  # fmt: skip
+    width = max(len(r["response_token_ids"]) for r in rows)
+    batch = _verl_batch(rows, tokenizer, width)
+    manager = _manager(tokenizer)
+
+    async def score_all() -> list[dict[str, Any]]:
+        outputs = await asyncio.gather(*(manager.run_single(batch[i : i + 1]) for i in range(6)))
+        await _close(manager)
+        return list(outputs)
+
+    outputs = manager.loop.run_until_complete(score_all())
+    scores = [float(o["reward_score"]) for o in outputs]
+    assert scores == [1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+    statuses, credit = _to_trainer(batch, outputs)
+    assert list(statuses) == ["ok", "ok", "ok", "failed", "ok", "ok"]
+    assert torch.all(credit[3] == 0)  # the failed sample trains on its outcome alone
+    mask = batch.batch["response_mask"]
+    with JudgeClient(service) as client:
+        equal = _judged_together(client, rows, [0, 2, 4], scores)
+        mixed = _judged_together(client, rows, [1, 3, 5], scores)
+    assert equal.group.equal_reward and equal.group.scores is not None
+    assert abs(sum(equal.group.scores)) < 1e-9 and equal.group.scores[0] < 0
+    for i, result in [
+        *zip([0, 2, 4], equal.results, strict=True),
+        *zip([1, 5], mixed.results[::2], strict=True),
+    ]:
+        torch.testing.assert_close(credit[i], _as_trained(result, mask[i]), atol=1e-6, rtol=0)
+    # The repaired slip ranks below its clean siblings, on its own row.
+    per_token = [float(credit[i][mask[i].bool()].mean()) for i in (0, 2, 4)]
+    assert per_token[0] < per_token[1] == per_token[2]
+    assert mixed.results[1].status == "failed"
+    assert mixed.group.correct == [True, None, False]
+
+
+def test_groupwise_a_refused_group_still_credits_all_but_its_failing_sample(
+    groupwise: Any,
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    with LiveServer(create_app(Settings(max_group_size=2))) as small:
+        groupwise(small.url)
+        rows = [_sample(tokenizer, "u", RIGHT), _sample(tokenizer, "u", WRONG_PLAN, bad=True),
+                _sample(tokenizer, "u", FALSE_AT_3)]  # fmt: skip
+        width = max(len(r["response_token_ids"]) for r in rows)
+        batch = _verl_batch(rows, tokenizer, width)
+        manager = _manager(tokenizer)
+
+        async def score_all() -> list[Any]:
+            outputs = await asyncio.gather(
+                *(manager.run_single(batch[i : i + 1]) for i in range(3)), return_exceptions=True
+            )
+            await _close(manager)
+            return list(outputs)
+
+        outputs = manager.loop.run_until_complete(score_all())
+        raised = [o for o in outputs if isinstance(o, BaseException)]
+        assert not raised, f"the reward worker raised: {raised[0]!r}"
+        statuses, credit = _to_trainer(batch, outputs)
+        assert list(statuses) == ["ok", "failed", "ok"]
+        mask = batch.batch["response_mask"]
+        with JudgeClient(small.url) as client:
+            for i in (0, 2):
+                reward = float(outputs[i]["reward_score"])
+                alone = client.judge({**rows[i], "id": "x", "reward": reward},
+                                     {"credit_encoding": "dense"})  # fmt: skip
+                torch.testing.assert_close(
+                    credit[i], _as_trained(alone, mask[i]), atol=1e-6, rtol=0
+                )
+
+
+def _streamed_sample(batch: DataProto, i: int) -> DataProto:
+    """Row i as AgentLoopWorker._compute_score sends it to a reward worker
+    (verl/experimental/agent_loop/agent_loop.py, 0.9.1; the module needs hydra, which CI does
+    not install): prompt and response unpadded, attention all ones, no response_mask, and
+    the sample's own non-tensor fields (its uid among them)."""
+    prompt = batch.batch["prompts"][i][
+        batch.batch["attention_mask"][i, : batch.batch["prompts"].shape[1]].bool()
+    ]
+    response = batch.batch["responses"][i][batch.batch["response_mask"][i].bool()]
+    ids = torch.cat([prompt, response])
+    return DataProto.from_dict(
+        tensors={"prompts": prompt[None], "responses": response[None], "input_ids": ids[None],
+                 "attention_mask": torch.ones_like(ids)[None]},
+        non_tensors={k: v[i : i + 1] for k, v in batch.non_tensor_batch.items()},
+    )  # fmt: skip
+
+
+def test_groupwise_streamed_to_several_reward_workers_judges_each_uid_whole(
+    service: str, groupwise: Any
+) -> None:
+    """verl's default path (no reward model): the agent loop scores each sample as it
+    finishes, on `random.choice` of `reward.num_workers` (default 8) reward workers. Here 3
+    workers, the samples dealt round-robin: each uid's three land on three workers."""
+    groupwise(service)
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    rows = [_sample(tokenizer, "u1", RIGHT), _sample(tokenizer, "u2", RIGHT),
+            _sample(tokenizer, "u1", WRONG_PLAN), _sample(tokenizer, "u2", FALSE_AT_3),
+            _sample(tokenizer, "u1", FALSE_AT_3), _sample(tokenizer, "u2", WRONG_PLAN)]  # fmt: skip
+    width = max(len(r["response_token_ids"]) for r in rows)
+    batch = _verl_batch(rows, tokenizer, width)
+    workers = [_manager(tokenizer) for _ in range(3)]
+
+    async def stream() -> list[dict[str, Any]]:
+        outputs = await asyncio.gather(
+            *(workers[i % 3].run_single(_streamed_sample(batch, i)) for i in range(6))
+        )
+        await _close(*workers)
+        return list(outputs)
+
+    outputs = workers[0].loop.run_until_complete(stream())
+    scores = [float(o["reward_score"]) for o in outputs]
+    statuses, credit = _to_trainer(batch, outputs)
+    assert list(statuses) == ["ok"] * len(rows)
+    mask = batch.batch["response_mask"]
+    with JudgeClient(service) as client:
+        for uid in ("u1", "u2"):
+            members = [i for i, r in enumerate(rows) if r["group_id"] == uid]
+            group = _judged_together(client, rows, members, scores)
+            for i, result in zip(members, group.results, strict=True):
+                torch.testing.assert_close(
+                    credit[i], _as_trained(result, mask[i]), atol=1e-6, rtol=0
+                )

@@ -37,15 +37,18 @@ train with the legacy trainer, ``trainer.use_v1=False``: the v1 trainer fetches 
 field list from its TransferQueue (``verl/trainer/ppo/v1/trainer_base.py``) that carries no
 ``reward_extra_info``, so there the credit would not arrive (not supported yet).
 
-Groupwise (``JUDGE_OPTIONS='{"groupwise": true}'``, ``JUDGE_GROUP_SIZE`` = the rollout
-``n``): verl's GRPO groups samples by ``non_tensor_batch["uid"]``
-(``compute_grpo_outcome_advantage``'s ``index``), and its reward loop scores a chunk of
-samples concurrently, one ``run_single`` each (``RewardLoopWorker.compute_score_batch``).
-So the manager gathers the samples of one uid (`_Gather`) and sends them as one group to
-``/v1/judge/group`` (``group_id`` = uid, each sample's outcome reward with it) once
-``JUDGE_GROUP_SIZE`` have arrived, or when ``JUDGE_GROUP_WINDOW_S`` (default 5 s) has
-passed since the first: a uid split across two reward workers' chunks is judged as the
-parts each worker holds. A lone sample is judged alone.
+Groupwise (``JUDGE_OPTIONS='{"groupwise": true}'``): verl's GRPO groups samples by
+``non_tensor_batch["uid"]`` (``compute_grpo_outcome_advantage``'s ``index``). A reward worker
+cannot gather a uid: on verl's default path the agent loop sends each sample, as its
+generation ends, to a reward worker picked at random (``AgentLoopWorker._compute_score``).
+So there the manager computes only the outcome reward, marks the sample ``pending`` and
+leaves its prompt fields in ``reward_extra_info["judge_request"]``; the wrapped
+``extract_reward``, on the driver, where the whole batch is, first judges the pending
+samples (``judge_groups``): the samples of each uid as one ``/v1/judge/group`` call
+(``group_id`` = uid, each with its outcome reward), the groups concurrently. The driver
+reads ``JUDGE_URL``, ``JUDGE_API_KEY`` and ``JUDGE_OPTIONS`` from its own environment. A
+lone sample is judged alone; a group the service refuses (a 4xx) sample by sample, where
+a sample's own 4xx fails that sample alone.
 
 Config::
 
@@ -64,7 +67,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -89,11 +93,14 @@ __all__ = [
     "decode_token_rewards",
     "encode_token_rewards",
     "fold_judge_credit",
+    "judge_groups",
 ]
 
 ESTIMATOR = "judge_credit"
 CREDIT_KEY = "judge_credit"
 STATUS_KEY = "judge_status"
+REQUEST_KEY = "judge_request"
+PENDING = "pending"  # a groupwise sample's status until the driver judges its uid
 _FOLDED = "judge_credit_folded"
 
 
@@ -203,7 +210,7 @@ def _install() -> None:
     if not getattr(current, "_judge_credit", False):
 
         def extract_reward(batch: DataProto) -> Any:
-            return current(fold_judge_credit(batch))
+            return current(fold_judge_credit(judge_groups(batch)))
 
         extract_reward._judge_credit = True  # type: ignore[attr-defined]
         verl_reward.extract_reward = extract_reward
@@ -241,8 +248,6 @@ class JudgeRewardManager(NaiveRewardManager):
         judge_options: Options | Mapping[str, Any] | None = None,
         judge_client: AsyncJudgeClient | None = None,
         judge_tokenizer: str | None = None,
-        group_size: int | None = None,
-        group_window_s: float | None = None,
     ) -> None:
         super().__init__(  # type: ignore[no-untyped-call]
             config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer
@@ -265,13 +270,7 @@ class JudgeRewardManager(NaiveRewardManager):
         name = judge_tokenizer or os.environ.get("JUDGE_TOKENIZER")
         name = name or getattr(tokenizer, "name_or_path", None)
         self.judge_tokenizer: str | None = str(name) if name else None
-        self.gather: _Gather | None = None
-        if self.judge_options.groupwise:
-            size = group_size or int(os.environ.get("JUDGE_GROUP_SIZE") or 0)
-            if size < 1:
-                raise ValueError("groupwise judging needs JUDGE_GROUP_SIZE (the rollout n)")
-            window = group_window_s or float(os.environ.get("JUDGE_GROUP_WINDOW_S") or 5.0)
-            self.gather = _Gather(self.judge_client, self.judge_options, size, window)
+        self.groupwise = bool(self.judge_options.groupwise)
 
     def _rollout(self, item: Any) -> dict[str, Any]:
         responses: torch.Tensor = item.batch["responses"]
@@ -303,80 +302,128 @@ class JudgeRewardManager(NaiveRewardManager):
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         item = data[-1:][0]
-        if self.gather is not None:  # the group needs each sample's outcome reward
+        if self.groupwise:  # judged on the driver with its uid (`judge_groups`)
             outcome = await super().run_single(data)
-            rollout = {**self._rollout(item), "reward": float(outcome["reward_score"])}
-            uid = str(item.non_tensor_batch.get("uid", "verl"))
-            result = await self.gather.result(uid, rollout)
-        else:
-            outcome, result = await asyncio.gather(super().run_single(data), self._judge(item))
+            rollout = self._rollout(item)
+            request = {k: rollout[k] for k in _REQUEST_FIELDS if k in rollout}
+            pending: dict[str, Any] = dict(outcome.get("reward_extra_info") or {})
+            pending[CREDIT_KEY], pending[STATUS_KEY] = "", PENDING
+            pending[REQUEST_KEY] = json.dumps(request)
+            return {"reward_score": outcome["reward_score"], "reward_extra_info": pending}
+        outcome, result = await asyncio.gather(super().run_single(data), self._judge(item))
         extra: dict[str, Any] = dict(outcome.get("reward_extra_info") or {})
-        credit = result.credit if result.status != "failed" else None
-        extra[CREDIT_KEY] = credit if isinstance(credit, str) else ""
-        extra[STATUS_KEY] = result.status
-        if result.status == "failed":
-            log.warning("judge failed for %s: %s", result.id, result.error)
+        extra[CREDIT_KEY], extra[STATUS_KEY] = _credit_and_status(result)
         return {"reward_score": outcome["reward_score"], "reward_extra_info": extra}
 
 
-class _Gather:
-    """The samples of one uid, sent as one group once `size` have arrived or `window_s`
-    after the first (see the module's doc); each sample gets its own result back."""
+# What the driver cannot rebuild from the batch's tensors: the decoded prompt, the
+# tokenizer the reward worker named, the ground truth as the worker read it.
+_REQUEST_FIELDS = ("problem", "reference_answer", "tokenizer")
 
-    def __init__(
-        self, client: AsyncJudgeClient, options: Options, size: int, window_s: float
-    ) -> None:
-        self.client, self.size, self.window_s = client, size, window_s
-        # /v1/judge/group judges one group; /v1/judge refuses the option.
-        self.options = options.model_copy(update={"groupwise": False})
-        self._waiting: dict[str, list[tuple[dict[str, Any], asyncio.Future[Result]]]] = {}
-        self._sends: set[asyncio.Task[None]] = set()
 
-    async def result(self, uid: str, rollout: dict[str, Any]) -> Result:
-        loop = asyncio.get_running_loop()
-        waiting = self._waiting.setdefault(uid, [])
-        future: asyncio.Future[Result] = loop.create_future()
-        waiting.append((rollout, future))
-        if len(waiting) == 1:
-            loop.call_later(self.window_s, self._flush, uid, waiting)
-        if len(waiting) >= self.size:
-            self._flush(uid, waiting)
-        return await future
+def _credit_and_status(result: Result) -> tuple[str, str]:
+    if result.status == "failed":
+        log.warning("judge failed for %s: %s", result.id, result.error)
+        return "", result.status
+    return (result.credit if isinstance(result.credit, str) else ""), result.status
 
-    def _flush(
-        self, uid: str, waiting: list[tuple[dict[str, Any], asyncio.Future[Result]]]
-    ) -> None:
-        if self._waiting.get(uid) is not waiting:  # sent already (full before the window)
-            return
-        del self._waiting[uid]
-        task = asyncio.ensure_future(self._send(uid, waiting))
-        self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
 
-    async def _send(
-        self, uid: str, waiting: list[tuple[dict[str, Any], asyncio.Future[Result]]]
-    ) -> None:
-        rollouts = [
-            {**rollout, "id": f"{uid}-{k}", "group_id": uid}
-            for k, (rollout, _) in enumerate(waiting)
-        ]
+def judge_groups(batch: DataProto, client: AsyncJudgeClient | None = None) -> DataProto:
+    """Judge the batch's ``pending`` samples (groupwise, see the module docstring): those of
+    one uid as one group, whatever their rows; each result written back to its row's
+    ``judge_credit`` and ``judge_status``. A no-op for a batch without pending samples."""
+    statuses = batch.non_tensor_batch.get(STATUS_KEY)
+    if statuses is None:
+        return batch
+    rows = [i for i, status in enumerate(statuses) if status == PENDING]
+    if not rows:
+        return batch
+    responses: torch.Tensor = batch.batch["responses"]
+    width = responses.shape[-1]
+    lengths = batch.batch["attention_mask"][:, -width:].sum(dim=-1).tolist()  # right-padded
+    masks = batch.batch.get("response_mask", None)  # absent: every token is the model's
+    outcome = batch.batch["rm_scores"].sum(dim=-1).tolist()
+    uids = batch.non_tensor_batch.get("uid")
+    groups: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for i in rows:
+        n = int(lengths[i])
+        uid = str(uids[i]) if uids is not None else f"row-{i}"
+        rollout: dict[str, Any] = {
+            **json.loads(batch.non_tensor_batch[REQUEST_KEY][i]),
+            "response_token_ids": responses[i, :n].tolist(),
+            "reward": float(outcome[i]),
+        }
+        if masks is not None:
+            rollout["response_mask"] = [int(v) for v in masks[i, :n].tolist()]
+        groups.setdefault(uid, []).append((i, rollout))
+    results = _run(_judge_all(groups, client))
+    credit = np.array(batch.non_tensor_batch[CREDIT_KEY], dtype=object)
+    status = np.array(statuses, dtype=object)
+    for i, result in results.items():
+        credit[i], status[i] = _credit_and_status(result)
+    batch.non_tensor_batch[CREDIT_KEY], batch.non_tensor_batch[STATUS_KEY] = credit, status
+    return batch
+
+
+def _run(work: Coroutine[Any, Any, dict[int, Result]]) -> dict[int, Result]:
+    """`work` to completion from synchronous code, also where an event loop is already
+    running in this thread (then in a thread of its own)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
+async def _judge_all(
+    groups: dict[str, list[tuple[int, dict[str, Any]]]], client: AsyncJudgeClient | None
+) -> dict[int, Result]:
+    fields = json.loads(os.environ.get("JUDGE_OPTIONS") or "{}")
+    # One string per sample (numpy-safe); /v1/judge/group judges one group and /v1/judge
+    # refuses the option.
+    options = Options.model_validate(
+        {**fields, "credit_encoding": "base64-f32", "groupwise": False}
+    )
+    own = client is None
+    if client is None:
+        url = os.environ.get("JUDGE_URL")
+        if not url:
+            raise ValueError("groupwise judging on the driver needs JUDGE_URL in its environment")
+        client = AsyncJudgeClient(url, api_key=os.environ.get("JUDGE_API_KEY"), timeout=600.0)
+    try:
+        judged = await asyncio.gather(
+            *(_judge_uid(client, options, uid, members) for uid, members in groups.items())
+        )
+    finally:
+        if own:
+            await client.aclose()
+    return {i: result for part in judged for i, result in part}
+
+
+async def _judge_uid(
+    client: AsyncJudgeClient,
+    options: Options,
+    uid: str,
+    members: list[tuple[int, dict[str, Any]]],
+) -> list[tuple[int, Result]]:
+    rollouts = [
+        {**rollout, "id": f"{uid}-{k}", "group_id": uid} for k, (_, rollout) in enumerate(members)
+    ]
+    rows = [i for i, _ in members]
+    if len(rollouts) > 1:
         try:
-            if len(rollouts) > 1:
-                try:
-                    results = (await self.client.judge_group(rollouts, self.options)).results
-                except ClientRequestError as exc:  # a 4xx: a group over the limits, ...
-                    log.warning("group %s judged sample by sample: %s", uid, exc)
-                    results = list(await asyncio.gather(*map(self._alone, rollouts)))
-            else:
-                results = [await self._alone(rollouts[0])]
-        except Exception as exc:  # every sample of the group sees the failure
-            for _, future in waiting:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        for (_, future), result in zip(waiting, results, strict=True):
-            if not future.done():
-                future.set_result(result)
+            results = (await client.judge_group(rollouts, options)).results
+            return list(zip(rows, results, strict=True))
+        except ClientRequestError as exc:  # a 4xx: a group over the limits, ...
+            log.warning("group %s judged sample by sample: %s", uid, exc)
+    alone = await asyncio.gather(*(_alone(client, options, r) for r in rollouts))
+    return list(zip(rows, alone, strict=True))
 
-    async def _alone(self, rollout: dict[str, Any]) -> Result:
-        return await self.client.judge(rollout, self.options)
+
+async def _alone(client: AsyncJudgeClient, options: Options, rollout: dict[str, Any]) -> Result:
+    """One sample's own 4xx fails that sample, not its siblings."""
+    try:
+        return await client.judge(rollout, options)
+    except ClientRequestError as exc:
+        return Result(id=rollout["id"], status="failed", error=str(exc))
