@@ -232,11 +232,14 @@ def run_compare(args: argparse.Namespace) -> int:
     json_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     for name, run in summary["runs"].items():
         slope, clean = run["slope"], run["slope_clean"]
+        equal = run["equal_reward_credited"]
         print(
             f"{name}: slope {slope['slope']} {slope['ci']} p {slope['p_value']} (Holm "
             f"{slope['p_holm']}); clean {clean['slope']} {clean['ci']} p {clean['p_value']} "
             f"(Holm {clean['p_holm']}); after lock-in "
-            f"{run['share_after_lockin']}; on final answer {run['share_on_final_answer']}",
+            f"{run['share_after_lockin']}; on final answer {run['share_on_final_answer']}; "
+            f"equal-reward groups credited {equal['n_credited']}/{equal['n_groups']} "
+            f"(Wilson {equal['ci']})",
             file=sys.stderr,
         )
     print(f"report: {args.output}  summary: {json_path}", file=sys.stderr)

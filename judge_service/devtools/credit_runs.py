@@ -1,7 +1,8 @@
 """Credit of CSCR / CoRT and gap-filled span judges as span results, for ``audit --compare``.
 
     python -m judge_service.devtools.credit_runs ROLLOUTS --model M -o DIR \\
-        [--judged rules=RULES.jsonl --judged value=VALUE.jsonl]
+        [--judged rules=RULES.jsonl --judged value=VALUE.jsonl] \\
+        [--judged-credit groupwise=GROUPWISE.jsonl]
 
 The probe reads credit as spans with a score. So that every source is measured on
 the same kind of unit:
@@ -13,6 +14,14 @@ the same kind of unit:
 * a span judge's results (``--judged NAME=FILE``): its spans, and every line
   segment no span touches as a span of score 0 (``unjudged``): the credit a
   trainer gives those tokens is the plain advantage, none of the judge's.
+* a result file read for its per-token credit (``--judged-credit NAME=FILE``): the
+  same units as ``--judged``, each scored by the mean over its tokens of the result's
+  ``credit`` array (any wire encoding, decoded by the client's ``credit_array``; the
+  span's own score kept as ``label_score``). Groupwise judging gives an equal-reward
+  group's rollouts a term g·λ·s_i on every token and no span for it, so its spans'
+  label scores miss that credit; the array holds it, after λ and the κ cap, as a
+  trainer receives it. The scores are then in credit units (λ times a label score
+  where the cap does not bind), not label points: compare such runs with each other.
 
 Writes ``DIR/cscr.jsonl``, ``DIR/cort.jsonl`` and ``DIR/NAME.jsonl`` per judged
 file (result lines: id, status, spans). CSCR's lines also carry ``diagnostics``
@@ -32,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from judge_service.client.arrays import credit_array
 from judge_service.config import Settings
 from judge_service.methods.models import MODELS
 from judge_service.methods.reweight import METHODS, compute_shifts, parse_spec, signal_of
@@ -80,12 +90,53 @@ def fill_gaps(trace: Trace, spans: list[dict[str, Any]], max_spans: int) -> list
     return sorted(out, key=lambda s: (int(s["start"]), int(s["end"])))
 
 
+def credit_spans(trace: Trace, result: dict[str, Any], max_spans: int) -> list[dict[str, Any]]:
+    """`fill_gaps`' units of a result, each scored by its mean per-token credit."""
+    credit = credit_array(result, dtype=np.float64)
+    if credit.shape[0] != trace.num_tokens:
+        raise ValueError(
+            f"result {result.get('id')!r}: credit has {credit.shape[0]} values for a trace "
+            f"of {trace.num_tokens} tokens"
+        )
+    out = []
+    for span in fill_gaps(trace, result.get("spans") or [], max_spans):
+        start, end = int(span["start"]), int(span["end"])
+        mean = round(float(credit[start:end].mean()), 8)
+        out.append({**span, "label_score": float(span["score"]), "score": mean})
+    return out
+
+
+def judged_lines(
+    path: Path, traces: dict[str, Trace], max_spans: int, from_credit: bool
+) -> list[dict[str, Any]]:
+    """One line per rollout the result file judged: its units, scored by label or credit."""
+    results = {str(r.get("id")): r for r in read_jsonl(path)}
+    lines = []
+    for rid, trace in traces.items():
+        result = results.get(rid)
+        if result is None:
+            continue
+        if from_credit and result.get("status") != "failed":
+            spans = credit_spans(trace, result, max_spans)
+        else:
+            spans = fill_gaps(trace, result.get("spans") or [], max_spans)
+        lines.append({"id": rid, "status": result.get("status"), "spans": spans})
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rollouts", type=Path)
     parser.add_argument("--model", required=True, help="scorer model (hub id, dir or GGUF)")
     parser.add_argument("-o", "--out", type=Path, required=True, help="output directory")
     parser.add_argument("--judged", action="append", default=[], metavar="NAME=FILE")
+    parser.add_argument(
+        "--judged-credit",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="like --judged, each unit scored by the result's mean per-token credit",
+    )
     parser.add_argument("--methods", default=",".join(METHODS), help="cscr,cort")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
@@ -100,20 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         for r in rollouts
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    for item in args.judged:
+    judged = [(item, False) for item in args.judged]
+    judged += [(item, True) for item in args.judged_credit]
+    for item, from_credit in judged:
         name, _, path = item.partition("=")
-        results = {str(r.get("id")): r for r in read_jsonl(Path(path))}
-        lines = [
-            {
-                "id": rid,
-                "status": results[rid].get("status"),
-                "spans": fill_gaps(
-                    traces[rid], results[rid].get("spans") or [], settings.max_spans
-                ),
-            }
-            for rid in traces
-            if rid in results
-        ]
+        lines = judged_lines(Path(path), traces, settings.max_spans, from_credit)
         print(f"{name}: {write_jsonl(args.out / f'{name}.jsonl', lines)} results", file=sys.stderr)
     advantage = advantages(rollouts)
     model = MODELS.get(args.model, settings) if args.methods else None

@@ -15,7 +15,14 @@ CSCR / CoRT weights turned into spans) over the same rollouts. Per run:
   "final"``: the trace's own final answer, the wrong one for a trace that ended
   wrong);
 * the credit on the final-answer spans against the rest: their share of the
-  credit mass, and the mean credit per token on each side.
+  credit mass, and the mean credit per token on each side;
+* the share of equal-reward groups (two or more probed rollouts, one reward: Dr.
+  GRPO's advantage is 0 on every token) in which some span of some rollout has
+  non-zero credit, with a Wilson 95% CI (one yes or no per group, the unit that was
+  sampled; stats.wilson_ci says why not a bootstrap). A source whose equal-reward
+  credit is a per-token term and not a span (groupwise judging) is measured on it
+  only when its spans were scored from the result's per-token credit
+  (``credit_runs --judged-credit``).
 
 Credit units differ between sources (a judge's label scores, the value judge's
 nats, a reweight's A·(w − 1)), so slopes compare directions and significance
@@ -36,9 +43,11 @@ from judge_service.probe.audit import (
     _span_rows,
     adjust_holm,
     effect,
+    group_kinds,
     is_answer_span,
 )
 from judge_service.probe.lockin import lock_in_index
+from judge_service.probe.stats import wilson_ci
 
 
 def lock_cut(record: dict[str, Any], threshold: float, answer: str = "reference") -> int | None:
@@ -92,6 +101,31 @@ def credit_shares(
     }
 
 
+def equal_reward_credit(records: Sequence[dict[str, Any]], level: float = 0.95) -> dict[str, Any]:
+    """How many equal-reward groups get non-zero credit on some token, with a Wilson CI."""
+    kinds = group_kinds(records)
+    credited: dict[str, bool] = {}
+    for record in records:
+        if kinds.get(str(record.get("id"))) != "equal":
+            continue
+        group = str(record.get("group_id"))
+        nonzero = any(
+            float(s["score"]) != 0.0 and int(s["end"]) > int(s["start"])
+            for s in record.get("spans") or []
+        )
+        credited[group] = credited.get(group, False) or nonzero
+    n, k = len(credited), sum(credited.values())
+    low, high = wilson_ci(k, n, level)
+    return {
+        "n_groups": n,
+        "n_credited": k,
+        "share": _finite(k / n) if n else None,
+        "ci": [_finite(low), _finite(high)],
+        "interval": "wilson",
+        "level": level,
+    }
+
+
 def compare_runs(
     runs: Mapping[str, Sequence[dict[str, Any]]],
     settings: AuditSettings | None = None,
@@ -112,6 +146,7 @@ def compare_runs(
             "slope_clean": effect([r for r in rows if not is_answer_span(r)], "progress", settings),
             "slope_relative": effect(rows, "progress_rel", settings),
             **credit_shares(records, lockin_threshold, lockin_answer),
+            "equal_reward_credited": equal_reward_credit(records),
         }
         sd = out[name]["score_sd"]
         slope = out[name]["slope"]["slope"]

@@ -5,8 +5,18 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from judge_service.probe.report import _STYLE, _effect_ci, _figure, _num, _table
+from judge_service.probe.report import _STYLE, _ci, _effect_ci, _figure, _num, _table
 from judge_service.probe.svg import interval_plot
+
+
+def _equal_reward_cells(found: dict[str, Any] | None) -> list[str]:
+    # Summaries written before the statistic existed have no such key.
+    if not found:
+        return ["–", "–"]
+    count = f"{found['n_credited']} of {found['n_groups']}"
+    if found["share"] is None:
+        return [count, "–"]
+    return [f"{count} ({_num(found['share'])})", _ci(found["ci"])]
 
 
 def render_compare(summary: dict[str, Any]) -> str:
@@ -21,7 +31,9 @@ def render_compare(summary: dict[str, Any]) -> str:
         "here). <i>Clean</i>: without "
         "spans that overlap the final answer or mention the reference or wrong answer. Credit "
         "units differ between sources; <i>per SD</i> multiplies the slope by the SD of the "
-        "source's credit.</p>",
+        "source's credit. <i>Equal-reward groups credited</i>: of the groups whose rollouts "
+        "all have one reward (advantage 0 on every token), those in which some span gets "
+        "non-zero credit, with a 95% Wilson interval (one yes or no per group).</p>",
     ]
     rows = []
     for name, run in runs.items():
@@ -42,6 +54,7 @@ def render_compare(summary: dict[str, Any]) -> str:
                 _num(run["share_on_final_answer"]),
                 _num(run["credit_per_token_final"]),
                 _num(run["credit_per_token_rest"]),
+                *_equal_reward_cells(run.get("equal_reward_credited")),
             ]
         )
     parts.append(
@@ -62,6 +75,8 @@ def render_compare(summary: dict[str, Any]) -> str:
                 "credit on final answer",
                 "credit/token, final",
                 "credit/token, rest",
+                "equal-reward groups credited",
+                "95% CI (Wilson)",
             ],
             rows,
         )

@@ -19,12 +19,14 @@ each trace, which keeps every trace's set of scores, positions and lengths, and
 breaks only the link between a span's score and its progress (its statistic is
 β's t ratio, so that scores correlated with position do not make it
 anti-conservative). `holm` adjusts the p-values one report prints, and the gate's
-AUROC gets a problem-clustered percentile CI (`auroc_ci`).
+AUROC gets a problem-clustered percentile CI (`auroc_ci`). A share of groups (one yes
+or no per group) gets a Wilson score interval (`wilson_ci`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -253,6 +255,23 @@ def holm(p_values: list[float | None]) -> list[float | None]:
         running = max(running, min(1.0, (m - rank) * p))
         out[i] = running
     return out
+
+
+def wilson_ci(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion; NaN for n = 0.
+
+    For shares of a few groups, often 0 or 1: there a bootstrap over the groups draws
+    the same share every time and gives an interval of width 0, and the Wald interval
+    collapses too; Wilson's stays inside [0, 1] and keeps close to its nominal coverage
+    down to n = 1 (Brown, Cai & DasGupta 2001)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    p = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (p + z * z / (2.0 * n)) / denominator
+    half = z * float(np.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n))) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def auroc_ci(
