@@ -7,21 +7,27 @@ where the names are looked up.
 from judge_service_client.integrations.verl import (
     CREDIT_KEY,
     ESTIMATOR,
+    PENDING,
+    REQUEST_KEY,
     STATUS_KEY,
     JudgeRewardManager,
     compute_judge_credit_advantage,
     decode_token_rewards,
     encode_token_rewards,
     fold_judge_credit,
+    judge_groups,
 )
 
 __all__ = [
     "CREDIT_KEY",
     "ESTIMATOR",
+    "PENDING",
+    "REQUEST_KEY",
     "STATUS_KEY",
     "JudgeRewardManager",
     "compute_judge_credit_advantage",
     "decode_token_rewards",
     "encode_token_rewards",
     "fold_judge_credit",
+    "judge_groups",
 ]
