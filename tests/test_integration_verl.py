@@ -293,6 +293,29 @@ def _judged_together(
     return client.judge_group(sent, {"credit_encoding": "dense"})
 
 
+def _credited_as_groups(
+    client: JudgeClient,
+    batch: DataProto,
+    rows: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    uids: tuple[str, ...],
+) -> tuple[Any, dict[str, tuple[list[int], Any]]]:
+    """Every sample judged, and each uid's rows credited in the trainer exactly as
+    /v1/judge/group credits that uid's samples; the credit and each uid's (rows, group)."""
+    scores = [float(o["reward_score"]) for o in outputs]
+    statuses, credit = _to_trainer(batch, outputs)
+    assert list(statuses) == ["ok"] * len(rows)
+    mask = batch.batch["response_mask"]
+    groups: dict[str, tuple[list[int], Any]] = {}
+    for uid in uids:
+        members = [i for i, r in enumerate(rows) if r["group_id"] == uid]
+        group = _judged_together(client, rows, members, scores)
+        for i, result in zip(members, group.results, strict=True):
+            torch.testing.assert_close(credit[i], _as_trained(result, mask[i]), atol=1e-6, rtol=0)
+        groups[uid] = (members, group)
+    return credit, groups
+
+
 def test_groupwise_judges_each_uid_as_one_group_whatever_the_order(
     service: str, groupwise: Any
 ) -> None:
@@ -313,18 +336,10 @@ def test_groupwise_judges_each_uid_as_one_group_whatever_the_order(
         return list(outputs)
 
     outputs = manager.loop.run_until_complete(score_all())
-    scores = [float(o["reward_score"]) for o in outputs]
-    statuses, credit = _to_trainer(batch, outputs)
-    assert list(statuses) == ["ok"] * len(rows)
     mask = batch.batch["response_mask"]
     with JudgeClient(service) as client:
-        for uid in ("u1", "u2"):
-            members = [i for i, r in enumerate(rows) if r["group_id"] == uid]
-            group = _judged_together(client, rows, members, scores)
-            for i, result in zip(members, group.results, strict=True):
-                torch.testing.assert_close(
-                    credit[i], _as_trained(result, mask[i]), atol=1e-6, rtol=0
-                )
+        credit, groups = _credited_as_groups(client, batch, rows, outputs, ("u1", "u2"))
+        for members, group in groups.values():
             # The plan's departure is found only when its group is judged together, and
             # its negative credit is on the plan's own row.
             plan = next(i for i in members if rows[i]["response_token_ids"] == rows[2][
@@ -453,15 +468,5 @@ def test_groupwise_streamed_to_several_reward_workers_judges_each_uid_whole(
         return list(outputs)
 
     outputs = workers[0].loop.run_until_complete(stream())
-    scores = [float(o["reward_score"]) for o in outputs]
-    statuses, credit = _to_trainer(batch, outputs)
-    assert list(statuses) == ["ok"] * len(rows)
-    mask = batch.batch["response_mask"]
     with JudgeClient(service) as client:
-        for uid in ("u1", "u2"):
-            members = [i for i, r in enumerate(rows) if r["group_id"] == uid]
-            group = _judged_together(client, rows, members, scores)
-            for i, result in zip(members, group.results, strict=True):
-                torch.testing.assert_close(
-                    credit[i], _as_trained(result, mask[i]), atol=1e-6, rtol=0
-                )
+        _credited_as_groups(client, batch, rows, outputs, ("u1", "u2"))
