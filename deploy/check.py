@@ -2,13 +2,18 @@
 
     .venv/bin/python deploy/check.py [--values FILE ...]
 
-Without --values: the chart's defaults, then deploy/helm/values-production.yaml. For each:
+Without --values: every values combination the chart documents (deploy/cases.py: its own
+Redis with and without a password, external URLs with the password in them or in a Secret,
+TLS, Sentinel with a Sentinel password), then deploy/helm/values-production.yaml. For each:
 `helm lint --strict`; every manifest against Kubernetes' schemas, the KEDA objects against
 their CRDs' (deploy/manifests.py); then what no schema can see: names resolve (Secrets,
 ConfigMaps, selectors, probe ports), the settings are ones the service has and accepts,
 the worker's grace period covers its drain, and KEDA reads the stream and group the
-workers really use, on the Redis they really use. Those facts are imported from
-judge_service, so a rename there fails here.
+workers really use, on the Redis they really use (type, addresses, Sentinel master,
+database, TLS, credentials: deploy/keda_redis.py), with parameters KEDA v2.20 reads under
+their documented names, in the forms it parses and no secret in plaintext metadata
+(deploy/keda_params.py). Those facts are imported from judge_service, so a rename there
+fails here.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import helm_python
 import pydantic
@@ -30,6 +34,9 @@ import pydantic
 if not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from deploy.cases import CASES, PRODUCTION_VALUES
+from deploy.keda_params import check_trigger, parameters
+from deploy.keda_redis import PLACEHOLDER, Cred, check_connection, workers_connection
 from deploy.manifests import (
     KUBERNETES_VERSION,
     Doc,
@@ -44,11 +51,8 @@ from deploy.manifests import (
     validate_manifest,
 )
 from judge_service.config import Settings
-from judge_service.errors import RedisUrlError
 from judge_service.store.redis_conn import GROUP, Keys
-from judge_service.store.redis_url import check_redis_url, is_sentinel, parse_sentinel_url
 
-PRODUCTION_VALUES = Path(__file__).resolve().parent / "helm" / "values-production.yaml"
 STREAM_TRIGGERS = {"redis-streams", "redis-sentinel-streams", "redis-cluster-streams"}
 # After its drain a stopping worker cancels what is left (waits up to 5 s) and hands it
 # back to the queue; the grace period must cover that too, with room for a slow Redis.
@@ -65,7 +69,7 @@ def drain_s(env: Mapping[str, str | None]) -> float:
 
 DRAIN_S = drain_s({})
 # JUDGE_REDIS_URL with the password spliced in by the kubelet (redis.external.passwordSecret).
-PASSWORD_PLACEHOLDER = "$(REDIS_PASSWORD)"
+PASSWORD_PLACEHOLDER = PLACEHOLDER
 
 
 def container_env(container: Doc, manifests: list[Manifest]) -> dict[str, str | None]:
@@ -145,7 +149,10 @@ def check_queue(manifests: list[Manifest]) -> Iterator[str]:
         return
     prefix = env.get("JUDGE_REDIS_PREFIX") or Settings.model_fields["redis_prefix"].default
     stream, concurrency = Keys(str(prefix)).stream, env.get("JUDGE_WORKER_CONCURRENCY")
-    url = env.get("JUDGE_REDIS_URL")
+    creds = env_creds(container, manifests)
+    url = creds.get("JUDGE_REDIS_URL", Cred()).value
+    want = workers_connection(url, creds) if url is not None else None
+    auths = trigger_authentications(manifests)
     for m in scaled:
         spec = m.doc["spec"]
         where = m.where()
@@ -160,6 +167,8 @@ def check_queue(manifests: list[Manifest]) -> Iterator[str]:
             yield f"{where}: no lagCount trigger: a backlog would never add a worker"
         for trigger in triggers:
             meta, name = trigger["metadata"], f"{where} trigger {trigger.get('name', '')}"
+            auth = auths.get((trigger.get("authenticationRef") or {}).get("name", ""), {})
+            yield from check_trigger(name, trigger, {k: c.value for k, c in auth.items()})
             if meta.get("stream") != stream:
                 yield f"{name}: stream {meta.get('stream')!r}, the workers read {stream!r}"
             if meta.get("consumerGroup") != GROUP:
@@ -167,40 +176,38 @@ def check_queue(manifests: list[Manifest]) -> Iterator[str]:
             pending = meta.get("pendingEntriesCount")
             if pending is not None and pending != concurrency:
                 yield f"{name}: pendingEntriesCount {pending} != worker concurrency {concurrency}"
-            if url:
-                yield from _same_redis(name, trigger, url)
+            if isinstance(want, str):
+                yield f"{name}: KEDA cannot read the workers' Redis: {want}"
+            elif want is not None:
+                given, _ = parameters(trigger, {k: c.value for k, c in auth.items()})
+                yield from check_connection(name, trigger["type"], given, want, creds, auth)
 
 
-def _same_redis(where: str, trigger: Doc, url: str) -> Iterator[str]:
-    """KEDA's connection is the workers' JUDGE_REDIS_URL, spelled KEDA's way."""
-    meta = trigger["metadata"]
-    addresses = {a.strip() for a in meta.get("address", meta.get("addresses", "")).split(",")}
-    real = url.replace(PASSWORD_PLACEHOLDER, "password")
-    try:
-        check_redis_url(real)
-    except RedisUrlError as exc:
-        yield f"{where}: the service refuses JUDGE_REDIS_URL: {exc}"
-        return
-    if is_sentinel(real):
-        parsed = parse_sentinel_url(real)
-        kind, service, db = "redis-sentinel-streams", parsed.service, parsed.db
-        want = {f"{host}:{port}" for host, port in parsed.sentinels}
-        password = parsed.password
-    else:
-        plain = urlsplit(real)
-        kind, service, db = "redis-streams", "", int(plain.path.strip("/") or 0)
-        want = {f"{plain.hostname}:{plain.port or 6379}"}
-        password = plain.password
-    if trigger["type"] != kind:
-        yield f"{where}: type {trigger['type']}, the URL needs {kind}"
-    if addresses != want:
-        yield f"{where}: address {sorted(addresses)}, the URL has {sorted(want)}"
-    if meta.get("sentinelMaster", "") != service:
-        yield f"{where}: sentinelMaster {meta.get('sentinelMaster')!r}, the URL has {service!r}"
-    if int(meta.get("databaseIndex", 0)) != db:
-        yield f"{where}: databaseIndex {meta.get('databaseIndex')}, the URL has {db}"
-    if password and "authenticationRef" not in trigger:
-        yield f"{where}: the URL has a password, KEDA has none (no authenticationRef)"
+def env_creds(container: Doc, manifests: list[Manifest]) -> dict[str, Cred]:
+    """A container's variables as credentials: the value where the chart knows it, and the
+    Secret each one comes from."""
+    values = container_env(container, manifests)
+    found = {name: Cred(value=value) for name, value in values.items()}
+    for item in container.get("env", []):
+        ref = item.get("valueFrom", {}).get("secretKeyRef")
+        if ref:
+            found[item["name"]] = Cred(values.get(item["name"]), (ref["name"], ref["key"]))
+    return found
+
+
+def trigger_authentications(manifests: list[Manifest]) -> dict[str, dict[str, Cred]]:
+    """Each TriggerAuthentication's parameters, resolved against the chart's Secrets."""
+    secrets = {x.name: x.doc.get("stringData") or {} for x in manifests if x.kind == "Secret"}
+    found: dict[str, dict[str, Cred]] = {}
+    for m in manifests:
+        if m.kind == "TriggerAuthentication":
+            found[m.name] = {
+                ref["parameter"]: Cred(
+                    secrets.get(ref["name"], {}).get(ref["key"]), (ref["name"], ref["key"])
+                )
+                for ref in m.doc["spec"].get("secretTargetRef", [])
+            }
+    return found
 
 
 def check(values: Mapping[str, Any] | None) -> list[str]:
@@ -225,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     cases: list[tuple[str, Doc | None]] = (
         [(str(path), load_values(path)) for path in args.values]
         if args.values
-        else [("chart defaults", None), (str(PRODUCTION_VALUES), load_values(PRODUCTION_VALUES))]
+        else [*CASES.items(), (str(PRODUCTION_VALUES), load_values(PRODUCTION_VALUES))]
     )
     failed = False
     for label, values in cases:

@@ -82,19 +82,132 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
 {{/*
-The Redis password, where the chart knows one, as a secretKeyRef ({name, key}); empty
-otherwise. KEDA's explicit one wins, then the external one, then the chart's Redis's.
+redis.external.url in parts, for KEDA (which never reads a URL): scheme, username,
+password, hasPassword, hosts (host:port, the default port added), path segments and
+query. Whatever KEDA could not be given the same as the workers fails the render, naming
+the value: a percent-encoded credential (Helm cannot decode it), a unix socket.
 */}}
-{{- define "judge.redisPasswordRef" -}}
-{{- $keda := .Values.keda.redis.passwordSecret }}
-{{- $ext := .Values.redis.external.passwordSecret }}
-{{- if and $keda.name $keda.key }}
-{{- toYaml (dict "name" $keda.name "key" $keda.key) }}
-{{- else if and (not .Values.redis.internal.enabled) $ext.name }}
-{{- toYaml (dict "name" $ext.name "key" $ext.key) }}
-{{- else if and .Values.redis.internal.enabled .Values.redis.internal.password }}
-{{- toYaml (dict "name" (include "judge.redisSecretName" .) "key" "redis-password") }}
+{{- define "judge.urlParts" -}}
+{{- $url := .Values.redis.external.url }}
+{{- $re := `^([A-Za-z][A-Za-z0-9+.-]*)://(([^:@/?#]*)(:([^@/?#]*))?@)?([^@/?#]*)(/[^?#]*)?(\?([^#]*))?$` }}
+{{- if not (regexMatch $re $url) }}
+{{- fail "redis.external.url: KEDA (keda.enabled) cannot read this URL: it must be scheme://[[user]:password@]host[:port][,host[:port]...][/path][?query]" }}
 {{- end }}
+{{- $scheme := lower (regexReplaceAll $re $url "${1}") }}
+{{- if eq $scheme "unix" }}
+{{- fail "redis.external.url: KEDA (keda.enabled) cannot reach Redis over a unix socket; give a redis:// URL" }}
+{{- end }}
+{{- $sentinel := hasSuffix "+sentinel" $scheme }}
+{{- $port := ternary "26379" "6379" $sentinel }}
+{{- $hosts := list }}
+{{- range (splitList "," (regexReplaceAll $re $url "${6}")) }}
+{{- if not . }}
+{{- fail "redis.external.url: KEDA (keda.enabled) needs every host of the URL named" }}
+{{- end }}
+{{- $hosts = append $hosts (ternary . (printf "%s:%s" . $port) (regexMatch `:[0-9]+$` .)) }}
+{{- end }}
+{{- $query := dict }}
+{{- range (splitList "&" (regexReplaceAll $re $url "${9}")) }}
+{{- if . }}
+{{- $kv := splitn "=" 2 . }}
+{{- $_ := set $query $kv._0 (default "" $kv._1) }}
+{{- end }}
+{{- end }}
+{{- $username := regexReplaceAll $re $url "${3}" }}
+{{- $password := regexReplaceAll $re $url "${5}" }}
+{{- range (list $username $password (get $query "sentinel_password") (get $query "sentinel_username")) }}
+{{- if contains "%" . }}
+{{- fail "redis.external.url: a percent-encoded user or password cannot be handed to KEDA (Helm has no URL decoding); put the password in redis.external.passwordSecret, or the URL in redis.external.existingSecret with keda.redis.passwordSecret" }}
+{{- end }}
+{{- end }}
+{{- $path := list }}
+{{- range (splitList "/" (regexReplaceAll $re $url "${7}")) }}{{ if . }}{{ $path = append $path . }}{{ end }}{{ end }}
+{{- toYaml (dict "scheme" $scheme "sentinel" $sentinel "username" $username "password" $password "hasPassword" (ne (regexReplaceAll $re $url "${4}") "") "hosts" $hosts "path" $path "query" $query) }}
+{{- end }}
+
+{{/*
+How KEDA reaches the workers' Redis, as a dict (toYaml): type, addresses, databaseIndex,
+sentinelMaster, enableTLS, unsafeSsl, username, sentinelUsername, and the secrets as
+Secret refs ({name, key}) password and sentinelPassword. From the chart's Redis; from
+redis.external.url, parsed here (the URL's passwords go to the chart's Secret, keys
+redis-password and redis-sentinel-password); or, where the URL is in a Secret the chart
+cannot read, from keda.redis. deploy/check.py compares the result with the workers' URL.
+*/}}
+{{- define "judge.kedaConnection" -}}
+{{- $conn := .Values.keda.redis }}
+{{- $ext := .Values.redis.external }}
+{{- $secret := include "judge.redisSecretName" . }}
+{{- $out := dict "type" "redis-streams" "databaseIndex" 0 "sentinelMaster" "" "enableTLS" false "unsafeSsl" false "username" "" "sentinelUsername" "" }}
+{{- if or .Values.redis.internal.enabled $ext.url }}
+{{- range $name := list "addresses" "sentinelMaster" "databaseIndex" "enableTLS" }}
+{{- if index $conn $name }}
+{{- fail (printf "keda.redis.%s: KEDA's connection is read from the chart's Redis or redis.external.url; set keda.redis only with redis.external.existingSecret" $name) }}
+{{- end }}
+{{- end }}
+{{- range $name := list "passwordSecret" "sentinelPasswordSecret" }}
+{{- if (index $conn $name).name }}
+{{- fail (printf "keda.redis.%s: KEDA's passwords come from the chart's Redis or redis.external.url (or redis.external.passwordSecret); set keda.redis only with redis.external.existingSecret" $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.redis.internal.enabled }}
+{{- $_ := set $out "addresses" (printf "%s.%s.svc.%s:6379" (include "judge.redisName" .) .Release.Namespace .Values.clusterDomain) }}
+{{- if .Values.redis.internal.password }}
+{{- $_ := set $out "password" (dict "name" $secret "key" "redis-password") }}
+{{- end }}
+{{- else if $ext.url }}
+{{- $url := include "judge.urlParts" . | fromYaml }}
+{{- if eq $url.scheme "rediss+sentinel" }}
+{{- fail "redis.external.url: rediss+sentinel:// is TLS to the primary only, and KEDA's Sentinel scaler has one TLS setting for the sentinels and the primary alike (go-redis FailoverOptions.TLSConfig): KEDA cannot read this Redis; use redis+sentinel://, or turn keda.enabled off" }}
+{{- end }}
+{{- if $url.sentinel }}
+{{- if or (lt (len $url.path) 1) (gt (len $url.path) 2) }}
+{{- fail "redis.external.url: a Sentinel URL's path is /service or /service/db" }}
+{{- end }}
+{{- $_ := set $out "type" "redis-sentinel-streams" }}
+{{- $_ := set $out "sentinelMaster" (index $url.path 0) }}
+{{- if eq (len $url.path) 2 }}{{ $_ := set $out "databaseIndex" (index $url.path 1) }}{{ end }}
+{{- $_ := set $out "sentinelUsername" (get $url.query "sentinel_username") }}
+{{- if get $url.query "sentinel_password" }}
+{{- $_ := set $out "sentinelPassword" (dict "name" $secret "key" "redis-sentinel-password") }}
+{{- end }}
+{{- else }}
+{{- if gt (len $url.hosts) 1 }}
+{{- fail "redis.external.url: more than one host outside a Sentinel URL" }}
+{{- end }}
+{{- if hasKey $url.query "db" }}
+{{- fail "redis.external.url: KEDA (keda.enabled) reads the database from the URL's path (/N), not from ?db=" }}
+{{- end }}
+{{- if $url.path }}{{ $_ := set $out "databaseIndex" (index $url.path 0) }}{{ end }}
+{{- $_ := set $out "enableTLS" (eq $url.scheme "rediss") }}
+{{- $_ := set $out "unsafeSsl" (eq (lower (get $url.query "ssl_cert_reqs")) "none") }}
+{{- end }}
+{{- if not (regexMatch `^[0-9]+$` (toString $out.databaseIndex)) }}
+{{- fail (printf "redis.external.url: the database %q is not a number" (toString $out.databaseIndex)) }}
+{{- end }}
+{{- $_ := set $out "addresses" (join "," $url.hosts) }}
+{{- $_ := set $out "username" $url.username }}
+{{- if $ext.passwordSecret.name }}
+{{- $_ := set $out "password" (dict "name" $ext.passwordSecret.name "key" $ext.passwordSecret.key) }}
+{{- else if $url.hasPassword }}
+{{- $_ := set $out "password" (dict "name" $secret "key" "redis-password") }}
+{{- end }}
+{{- else }}
+{{- if not $conn.addresses }}
+{{- fail "keda.redis.addresses: with the URL in redis.external.existingSecret KEDA needs Redis's host:port (the sentinels', comma-separated, for Sentinel)" }}
+{{- end }}
+{{- if and (not $conn.sentinelMaster) (contains "," $conn.addresses) }}
+{{- fail "keda.redis.addresses: one host:port without keda.redis.sentinelMaster (KEDA's redis-streams scaler reads only the first)" }}
+{{- end }}
+{{- $_ := set $out "type" (ternary "redis-sentinel-streams" "redis-streams" (ne $conn.sentinelMaster "")) }}
+{{- $_ := set $out "addresses" $conn.addresses }}
+{{- $_ := set $out "sentinelMaster" $conn.sentinelMaster }}
+{{- $_ := set $out "databaseIndex" $conn.databaseIndex }}
+{{- $_ := set $out "enableTLS" $conn.enableTLS }}
+{{- with $conn.passwordSecret }}{{ if .name }}{{ $_ := set $out "password" (dict "name" .name "key" .key) }}{{ end }}{{ end }}
+{{- with $conn.sentinelPasswordSecret }}{{ if .name }}{{ $_ := set $out "sentinelPassword" (dict "name" .name "key" .key) }}{{ end }}{{ end }}
+{{- end }}
+{{- toYaml $out }}
 {{- end }}
 
 {{/* Environment of the API and the workers: Redis and the keys, all from Secrets. */}}
