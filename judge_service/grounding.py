@@ -241,6 +241,13 @@ class LineChecks:
             return False
         return all(self._proven_line(line) for line in range(first, last + 1))
 
+    def true_lines(self) -> list[int]:
+        """Every marker line `proven_true` holds of (the drift shadow's checker-true lines)."""
+        candidates = {
+            at for kind, lo, hi, _, _ in self._links() if kind == _TRUE for at in range(lo, hi + 1)
+        }
+        return sorted(line for line in candidates if self._proven_line(line))
+
     def _proven_line(self, line: int) -> bool:
         known = self._proven.get(line)
         if known is None:

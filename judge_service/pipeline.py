@@ -23,6 +23,8 @@ from judge_service import credit as credit_mod
 from judge_service import metrics
 from judge_service.config import Settings
 from judge_service.credit import FloatArray, GroupAdvantage
+from judge_service.drift.monitor import DriftMonitor
+from judge_service.drift.store import open_drift_store
 from judge_service.errors import InputError, JudgeError, LimitError, UnavailableError
 from judge_service.judges.base import (
     Judge,
@@ -82,6 +84,11 @@ class Engine:
         self.cache = JudgmentCache(store) if store is not None else None
         self.reweighter = Reweighter(settings, store)  # options.reweight (CSCR, CoRT)
         self.tenant = "open"  # whose cached judgments this engine reads and writes
+        # The drift audit (drift/): with a store only, so the CLI's one-off runs skip it.
+        self.audit: DriftMonitor | None = None
+        if store is not None and settings.drift_enabled:
+            self.audit = DriftMonitor(settings, open_drift_store(store))
+        self.counted = True  # into judge_results_total and the cost counters (not canaries)
         # The fallback judge is built now (it imports sympy: 0.5 s): a rollout whose LLM
         # session has just spent its deadline must not wait for that on top.
         self.judges.get("rules", by_server=True)
@@ -90,6 +97,13 @@ class Engine:
         """This engine (same judges, slots, tokenizers and store) acting for `tenant`."""
         view = copy.copy(self)
         view.tenant = tenant
+        return view
+
+    def quiet(self, tokenizers: TokenizerCache) -> Engine:
+        """This engine for canary runs: `tokenizers` (the operator's, trusted), nothing
+        counted into the drift window or the judging metrics."""
+        view = copy.copy(self)
+        view.tokenizers, view.audit, view.counted = tokenizers, None, False
         return view
 
     def with_slots(self, concurrency: int) -> Engine:
@@ -104,7 +118,10 @@ class Engine:
         return self.judges.get(spec)
 
     async def aclose(self) -> None:
-        """Close what this engine holds open (the judges' HTTP clients)."""
+        """Close what this engine holds open (the judges' HTTP clients), after writing the
+        drift audit's last chunk."""
+        if self.audit is not None:
+            await self.audit.aclose()
         await self.judges.aclose()
 
     def decode(
@@ -253,7 +270,18 @@ class Engine:
             ),
         )
         result.cache = cache_state
-        metrics.observe(result, judged=not hit)
+        if self.counted:
+            metrics.observe(result, judged=not hit)
+        if self.audit is not None and not hit:
+            self.audit.observe(
+                self.tenant,
+                judge.name,
+                judge.prompt_version,
+                result,
+                values,
+                trace,
+                resolved.label_scores,
+            )
         return result, (None if result.status == "failed" else values)
 
     async def _run_judge(

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from judge_service.config.drift import DriftSettings
 from judge_service.config.judging import (
     JudgingSettings,
     LimitSettings,
@@ -40,6 +41,7 @@ GROUPS: tuple[tuple[str, str, type[BaseModel]], ...] = (
     ("store", "Store: Redis, caches, TTLs", StoreSettings),
     ("jobs", "Jobs and workers", JobSettings),
     ("api", "API keys and rate limit", APISettings),
+    ("drift", "Drift audit: window, shadow, canaries", DriftSettings),
 )
 
 
@@ -53,6 +55,7 @@ class Settings(
     StoreSettings,
     JobSettings,
     APISettings,
+    DriftSettings,
     BaseSettings,
 ):
     # Errors name the setting, never its value: JUDGE_REDIS_URL and the API keys hold secrets.
@@ -77,6 +80,7 @@ def get_settings() -> Settings:
 __all__ = [
     "GROUPS",
     "APISettings",
+    "DriftSettings",
     "JobSettings",
     "JudgingSettings",
     "LLMSettings",

@@ -130,6 +130,50 @@ def read_cases(
     return cases
 
 
+def check_records(path: Path) -> int:
+    """The number of records in `path`, each checked for its shape without a tokenizer (a
+    canary file at settings load); RecordsError names every bad line."""
+    errors: list[str] = []
+    count = 0
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise RecordsError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = _json_object(number, line)
+                if "steps" in raw:
+                    _parse(ProcessBenchRecord, raw, f"line {number}")
+                elif "spans" in raw:
+                    _gold_case(number, raw, None)
+                else:
+                    raise InputError(_NEITHER, field=f"line {number}")
+            except InputError as exc:
+                errors.append(f"{exc.field}: {exc.message}")
+            count += 1
+    if errors:
+        raise RecordsError(errors)
+    if not count:
+        raise RecordsError([f"{path}: no records"])
+    return count
+
+
+_NEITHER = "neither a ProcessBench record (no `steps`) nor a gold-span record (no `spans`)"
+
+
+def _json_object(number: int, line: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc}", field=f"line {number}") from None
+    if not isinstance(raw, dict):
+        raise InputError("expected a JSON object", field=f"line {number}")
+    return raw
+
+
 def _read_line(
     number: int,
     line: str,
@@ -138,21 +182,13 @@ def _read_line(
     with_verdict: bool,
 ) -> Case:
     where = f"line {number}"
-    try:
-        raw = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc}", field=where) from None
-    if not isinstance(raw, dict):
-        raise InputError("expected a JSON object", field=where)
+    raw = _json_object(number, line)
     if "steps" in raw:
         record = _parse(ProcessBenchRecord, raw, where)
         return _processbench_case(number, record, tokenizer_for, tokenizer, with_verdict)
     if "spans" in raw:
         return _gold_case(number, raw, tokenizer)
-    raise InputError(
-        "neither a ProcessBench record (no `steps`) nor a gold-span record (no `spans`)",
-        field=where,
-    )
+    raise InputError(_NEITHER, field=where)
 
 
 def _processbench_case(
