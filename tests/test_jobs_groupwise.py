@@ -1,11 +1,12 @@
-"""Groupwise jobs (options.groupwise): one queue entry per group, the group judged whole by
-one worker, results as `/v1/judge/group` gives them; a bad group refused at submission; a
-worker SIGKILLed mid-group loses nothing (its group is judged again whole by another).
-Real Redis, real worker processes, the real SDK against a scripted provider."""
+"""Groupwise jobs (options.groupwise) over real HTTP and real Redis: one queue entry per
+group, the group judged whole by one worker process, its results and block as
+`/v1/judge/group` gives them (the blocks in the results pages' `groups`); a bad group
+refused at submission, a group a worker's settings refuse failed alone; a worker SIGKILLed
+mid-group loses nothing (its groups are judged again whole by another, each written once).
+The real SDK against a scripted provider for the LLM judge."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 from collections.abc import Iterator
@@ -18,27 +19,17 @@ import redis
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
-from judge_service.group.judge import judge_group
-from judge_service.jobs.queue import RedisJobStore
-from judge_service.jobs.service import JobService
-from judge_service.jobs.worker import Worker, WorkerConfig
-from judge_service.pipeline import Engine
-from judge_service.schemas import JobRequestBody, Options, Result, Rollout
-from judge_service.store.redis_store import RedisStore
+from judge_service.schemas import GroupBlock, Result
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
 from tests.harness.scripted import FakeProviderServer, anthropic_server, call, submit
 from tests.harness.scripted.harness import TRACE_TEXT, valid_spans
 from tests.harness.scripted.jobs import MODEL, sessions, worker_settings
 from tests.redis_support import (
-    all_results,
-    drop_prefix,
     pending_of,
-    require_redis,
     service_env,
     shared_redis,
     start_job_and_wait_busy,
-    unique_prefix,
     wait_job,
     worker_processes,
 )
@@ -47,9 +38,13 @@ from tests.test_group_route import rollout as route_rollout
 
 pytestmark = pytest.mark.redis
 
+RULES = {"judge": "rules", "credit_encoding": "dense"}
+GROUPWISE = {**RULES, "groupwise": True}
+
 
 def mixed(bpe: LoadedTokenizer) -> list[dict[str, Any]]:
-    """Two groups interleaved with a rollout alone: g (right, false, plan), h (two)."""
+    """Two groups interleaved with a rollout alone: g (right, false, plan), h (two right
+    by their reward: an equal-reward group, ranked and scored)."""
     in_g = (("right", RIGHT, 1.0), ("false", FALSE_AT_3, 0.0), ("plan", WRONG_PLAN, 0.0))
     in_h = (("right", RIGHT, 1.0), ("false", FALSE_AT_3, 1.0))
     g = [route_rollout(bpe, f"g-{n}", lines, r) for n, lines, r in in_g]
@@ -58,57 +53,125 @@ def mixed(bpe: LoadedTokenizer) -> list[dict[str, Any]]:
     return [g[0], h[0], g[1], alone, h[1], g[2]]
 
 
-def comparable(result: dict[str, Any]) -> tuple[Any, ...]:
+def comparable(result: dict[str, Any]) -> dict[str, Any]:
+    """What the judging decided (not where it was served from: cache, usage, the error's
+    field, which names the rollout's place in its own request)."""
     same = Result.model_validate(result).model_dump(mode="json")  # stored JSON omits nulls
-    return (same["id"], same["status"], same["spans"], same["credit"])
+    return {k: v for k, v in same.items() if k not in ("cache", "judge", "error")}
 
 
-async def test_a_groupwise_job_queues_one_entry_per_group_and_matches_the_group_route(
-    bpe: LoadedTokenizer, bpe_dir: Path
-) -> None:
-    url, prefix = require_redis(), unique_prefix()
-    settings = Settings(
-        redis_url=url, redis_prefix=prefix, default_tokenizer=str(bpe_dir), max_group_size=6
-    )
-    store = RedisStore(url, prefix=prefix, cache_ttl_s=600)
-    jobs = RedisJobStore(store.conn, ttl_s=600)
-    engine = Engine(settings, store=store)
-    rows = mixed(bpe)
-    options = {"judge": "rules", "groupwise": True, "credit_encoding": "dense"}
+def pages(client: httpx.Client, job_id: str, limit: int) -> tuple[list[Any], dict[str, Any]]:
+    """Every result of a finished job and every group block, page by page."""
+    results: list[dict[str, Any]] = []
+    groups: dict[str, Any] = {}
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        page = client.get(f"/v1/jobs/{job_id}/results", params=params)
+        assert page.status_code == 200, page.text
+        body = page.json()
+        assert "groups" in body, body  # a groupwise job's page always has them
+        assert not set(body["groups"]) & set(groups), "a block is on one page only"
+        results += body["results"]
+        groups |= body["groups"]
+        if (cursor := body["next_cursor"]) is None:
+            return results, groups
+
+
+def leaders(url: str, prefix: str) -> list[int]:
+    """The indices queued on the stream, in order."""
+    client: Any = redis.Redis.from_url(url, decode_responses=True)  # loosely typed stubs
     try:
-        body = JobRequestBody.model_validate({"rollouts": rows, "options": options})
-        job_id, _ = await JobService(jobs, engine, settings).submit("t", body)
-        queued = redis.Redis.from_url(url)
-        entries = [int(fields[b"i"]) for _, fields in queued.xrange(f"{prefix}:queue") if fields]
-        assert entries == [0, 1, 3]  # the leaders of g and h, and the rollout alone
-        worker = Worker(engine, jobs, WorkerConfig("gw", 2, 30.0, 3, reclaim_every_s=0.1))
-        halt = asyncio.Event()
-        task = asyncio.create_task(worker.run(halt))
-        async with asyncio.timeout(60):
-            while (record := await jobs.get(job_id)) is None or record.finished_at is None:
-                await asyncio.sleep(0.05)
-        halt.set()
-        await task
-        stored = [json.loads(s or "") for s in await jobs.result_slice(job_id, 0, len(rows))]
-        assert worker.judged == len(rows)
-        expected: dict[str, dict[str, Any]] = {}
-        for group_id in ("g", "h"):
-            members = [Rollout.model_validate(r) for r in rows if r["group_id"] == group_id]
-            answer = await judge_group(engine, members, Options.model_validate(options))
-            expected |= {r.id: r.model_dump(mode="json") for r in answer.results}
-        alone = Rollout.model_validate(rows[3])
-        single = Options(judge="rules", credit_encoding="dense")
-        expected["alone"] = (await engine.judge_one(alone, single)).model_dump(mode="json")
-        for got in stored:
-            assert comparable(got) == comparable(expected[got["id"]]), got["id"]
-        assert [r["id"] for r in stored] == [r["id"] for r in rows]
-        # The group's departure point is in its job result: g-false has its invalid step.
-        assert any(s["label"] == "invalid" for s in stored[2]["spans"])
-        queued.close()
+        return [int(fields["i"]) for _, fields in client.xrange(f"{prefix}:queue") if fields]
     finally:
-        await engine.aclose()
-        await store.close()
-        drop_prefix(url, prefix)
+        client.close()
+
+
+@pytest.fixture
+def live(tmp_path: Path, bpe_dir: Path) -> Iterator[tuple[httpx.Client, str, str]]:
+    """An API on a fresh Redis prefix with no worker of its own: (client, url, prefix)."""
+    with shared_redis() as (url, prefix):
+        settings = Settings(
+            redis_url=url,
+            redis_prefix=prefix,
+            default_tokenizer=str(bpe_dir),
+            max_group_size=6,
+            inprocess_worker="off",
+        )
+        with (
+            LiveServer(create_app(settings)) as server,
+            httpx.Client(base_url=server.url, timeout=60) as client,
+        ):
+            yield client, url, prefix
+
+
+def test_a_groupwise_job_is_one_entry_per_group_and_equals_the_group_route(
+    live: tuple[httpx.Client, str, str], bpe: LoadedTokenizer, bpe_dir: Path, tmp_path: Path
+) -> None:
+    client, url, prefix = live
+    # h gets a third rollout whose token id no tokenizer has: it fails alone.
+    bad = {**route_rollout(bpe, "h-bad", RIGHT, 1.0), "group_id": "h"}
+    rows = [*mixed(bpe), {**bad, "response_token_ids": [10**9]}]
+    created = client.post("/v1/jobs", json={"rollouts": rows, "options": GROUPWISE})
+    assert created.status_code == 202, created.text
+    job_id = created.json()["id"]
+    assert leaders(url, prefix) == [0, 1, 3]  # g's first rollout, h's, the one alone
+    env = service_env(redis_url=url, redis_prefix=prefix, default_tokenizer=bpe_dir)
+    with worker_processes(["gw-w0"], env, tmp_path, url, prefix):
+        view = wait_job(client, job_id, timeout=60)
+    results, groups = pages(client, job_id, limit=2)  # groups split over pages
+
+    assert view["status"] == "done" and view["counts"]["failed"] == 1  # h-bad, alone
+    assert [r["id"] for r in results] == [r["id"] for r in rows]  # one each, in order
+    by_id = {r["id"]: r for r in results}
+    assert by_id["h-bad"]["status"] == "failed"
+    assert by_id["h-bad"]["error"].startswith("rollouts[6].response_token_ids")
+    for group_id in ("g", "h"):
+        members = [r for r in rows if r["group_id"] == group_id]
+        route = client.post("/v1/judge/group", json={"rollouts": members, "options": RULES})
+        assert route.status_code == 200, route.text
+        expected = route.json()
+        for want in expected["results"]:
+            assert comparable(by_id[want["id"]]) == comparable(want), want["id"]
+        block = GroupBlock.model_validate(groups[group_id])
+        assert block == GroupBlock.model_validate(expected["group"]), group_id
+    assert set(groups) == {"g", "h"}
+    assert groups["h"]["equal_reward"] and len(groups["h"]["scores"]) == 3
+    # g-plan's departure is found only by judging g together (no arithmetic: the rules
+    # judge alone leaves it uncovered), so its point is what credits it.
+    assert [p["rollout"] for p in groups["g"]["divergence"] if p["applied"]] == [2]
+    single = client.post("/v1/judge", json={"rollout": rows[3], "options": RULES})
+    assert comparable(by_id["alone"]) == comparable(single.json())
+
+
+def test_a_group_its_worker_refuses_fails_alone(
+    live: tuple[httpx.Client, str, str], bpe: LoadedTokenizer, bpe_dir: Path, tmp_path: Path
+) -> None:
+    client, url, prefix = live
+    rows = mixed(bpe)
+    created = client.post("/v1/jobs", json={"rollouts": rows, "options": GROUPWISE})
+    assert created.status_code == 202, created.text  # the API allows groups of 6
+    job_id = created.json()["id"]
+    # A worker whose settings allow groups of 2 (a deployment changing its limits): g (3)
+    # fails, each of its results naming why; h and the rollout alone are judged.
+    env = service_env(
+        redis_url=url, redis_prefix=prefix, default_tokenizer=bpe_dir, max_group_size=2
+    )
+    with worker_processes(["gw-small"], env, tmp_path, url, prefix):
+        view = wait_job(client, job_id, timeout=60)
+    results, groups = pages(client, job_id, limit=100)
+
+    assert view["status"] == "done"
+    assert (view["counts"]["done"], view["counts"]["failed"]) == (3, 3)
+    for result in results:
+        if result["id"].startswith("g-"):
+            assert result["status"] == "failed", result
+            assert result["error"] == (
+                "rollouts: 3 rollouts exceed the limit of 2 per group (JUDGE_MAX_GROUP_SIZE)"
+            )
+        else:
+            assert result["status"] == "ok" and result["credit"], result
+    assert set(groups) == {"h"}  # a group not judged has no block
 
 
 def test_a_bad_group_is_refused_and_a_good_one_judged_in_process(
@@ -126,13 +189,15 @@ def test_a_bad_group_is_refused_and_a_good_one_judged_in_process(
         good = client.post("/v1/jobs", json={"rollouts": mixed(bpe), "options": groupwise})
         assert good.status_code == 202, good.text
         view = wait_job(client, good.json()["id"], timeout=60)  # the in-process queue
-        results = all_results(client, good.json()["id"])
+        results, groups = pages(client, good.json()["id"], limit=3)
+        plain_page = client.get(f"/v1/jobs/{plain.json()['id']}/results").json()
     assert bad.status_code == 422 and bad.json()["field"] == "rollouts[4].problem", bad.text
     assert big.status_code == 413 and big.json()["field"] == "rollouts", big.text
-    assert plain.status_code == 202
+    assert plain.status_code == 202 and "groups" not in plain_page
     assert view["status"] == "done" and [r["id"] for r in results] == [r["id"] for r in mixed(bpe)]
     # g-plan's departure ("Only the 20 matters here.") is found only by judging g together.
     assert any(s["label"] == "invalid" for s in results[5]["spans"]), results[5]["spans"]
+    assert set(groups) == {"g", "h"} and groups["g"]["correct"] == [True, False, False]
 
 
 GROUPS, SIZE = 30, 4
@@ -143,6 +208,18 @@ DEADLINE_S, RECLAIM_S = 8, 9
 def provider() -> Iterator[FakeProviderServer]:
     with anthropic_server(delay_s=0.2) as fake:
         yield fake
+
+
+def held(url: str, prefix: str, consumer: str) -> list[int]:
+    """The indices of the entries pending under `consumer` (a worker's name and suffix)."""
+    client: Any = redis.Redis.from_url(url, decode_responses=True)  # loosely typed stubs
+    try:
+        stream = f"{prefix}:queue"
+        rows = client.xpending_range(stream, "judges", "-", "+", 10_000)
+        ids = [r["message_id"] for r in rows if r["consumer"].startswith(consumer)]
+        return [int(client.xrange(stream, i, i)[0][1]["i"]) for i in ids]
+    finally:
+        client.close()
 
 
 @pytest.mark.slow
@@ -196,11 +273,12 @@ def test_a_group_job_survives_a_sigkilled_worker(
             workers[0].send_signal(signal.SIGKILL)
             workers[0].wait(timeout=10)
             in_flight = pending_of(url, prefix, "gkill-w0")  # groups, one entry each
+            killed = {rows[i]["group_id"] for i in held(url, prefix, "gkill-w0")}
             view = wait_job(client, job_id, timeout=120)
-            results = all_results(client, job_id, limit=16)
+            results, groups = pages(client, job_id, limit=16)
         logs = "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
 
-    assert in_flight > 0
+    assert in_flight > 0 and len(killed) == in_flight  # every entry a group's leader
     assert view["status"] == "done", logs
     assert view["counts"]["done"] == GROUPS * SIZE and view["counts"]["failed"] == 0
     assert [r["id"] for r in results] == [r["id"] for r in rows]  # one each, in order
@@ -209,9 +287,17 @@ def test_a_group_job_survives_a_sigkilled_worker(
     for g in range(GROUPS):
         group = results[g * SIZE : (g + 1) * SIZE]
         assert len({json.dumps(r["spans"]) for r in group}) == 1
-    # One session per group (never one per rollout); a group whose worker died had at
-    # most one more, by whoever took its entry over.
+    # Every group has its block, the killed worker's groups too (written by their taker).
+    assert set(groups) == set(keys) and {b["size"] for b in groups.values()} == {SIZE}
+    # One session per group (never one per rollout); only a group the killed worker held
+    # had one more, by whoever took its entry over, and every session read the whole
+    # group: the killed group was judged again whole, never a part of it.
     per_group = sessions(provider)
     assert set(per_group) == set(keys)
     assert GROUPS <= sum(per_group.values()) <= GROUPS + in_flight
+    assert {k for k, n in per_group.items() if n > 1} <= killed
     assert max(per_group.values()) <= 2
+    for request in provider.requests:
+        if request.script is not None and request.turn == 0:
+            shown = json.dumps(request.body, ensure_ascii=False)
+            assert all(f"## Rollout {m} (" in shown for m in range(SIZE)), request.script

@@ -5,7 +5,6 @@ its job finishes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from judge_service.pipeline import Engine
 from judge_service.schemas import Options
 from judge_service.store.redis_store import RedisStore
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.harness.scripted.jobs import stored_payloads
+from tests.harness.scripted.jobs import stored_payloads, work_until_finished
 from tests.redis_support import drop_prefix, require_redis, unique_prefix
 
 pytestmark = pytest.mark.redis
@@ -61,18 +60,11 @@ async def test_a_poison_rollout_is_dead_lettered_in_seconds_and_the_rest_finish(
     try:
         await jobs.ensure_queue()
         job_id, _ = await jobs.create("t", None, "fp", options, ids, payloads)
-        worker = Worker(engine, jobs, config)
-        stop = asyncio.Event()
         began = time.monotonic()
-        task = asyncio.create_task(worker.run(stop))
-        try:
-            async with asyncio.timeout(60):
-                while (record := await jobs.get(job_id)) is None or record.finished_at is None:
-                    await asyncio.sleep(0.05)
-        finally:
-            stop.set()
-            await task
+        await work_until_finished(Worker(engine, jobs, config), jobs, job_id, 60)
         took = time.monotonic() - began
+        record = await jobs.get(job_id)
+        assert record is not None
         results = [json.loads(r or "null") for r in await jobs.result_slice(job_id, 0, 8)]
         dead = [json.loads(r) for r in await jobs.dead_letters()]
     finally:

@@ -137,8 +137,8 @@ class Options(BaseModel):
         default=False,
         description="/v1/judge/batch, jobs and judge-service judge: judge the rollouts that "
         "share a group_id as one group, as /v1/judge/group does (a batch's group blocks "
-        "come back in `groups`; a job queues one entry per group); /v1/judge (one rollout) "
-        "refuses it (422).",
+        "come back in `groups`; a job queues one entry per group, its blocks in its "
+        "results pages' `groups`); /v1/judge (one rollout) refuses it (422).",
     )
     fallback: Literal["rules", "zero", "none"] = Field(
         default="rules",
@@ -314,8 +314,6 @@ class BatchStats(BaseModel):
     latency_ms: int
 
 
-
-
 class GroupRequestBody(BaseModel):
     """The G rollouts of one prompt (GRPO, RLOO, DAPO groups), judged together."""
 
@@ -488,4 +486,10 @@ class JobResultsPage(BaseModel):
     )
     next_cursor: str | None = Field(
         description="Pass as `cursor` for the next page; null once every result was returned."
+    )
+    groups: dict[str, GroupBlock] | None = Field(
+        default=None,
+        description="With options.groupwise: the block of each group whose first rollout is "
+        "on this page, by group_id (its indices are within the group, in job order); none "
+        "for a group refused by its worker, cancelled or dead-lettered. Absent otherwise.",
     )

@@ -6,27 +6,42 @@ GROUP: a 4xx naming the rollout before the job exists). The group's first rollou
 *leader*: only its entry is queued, and its payload lists the group's indices. The other
 members' payloads are stored but not queued (`JobStore.create(members=...)`).
 
-The worker that delivers a leader reads every member's payload, judges the group as
-`/v1/judge/group` does, and writes the members' results first (each kept payload stays,
-`keep_payload`) and the leader's last: the leader's entry is acknowledged only when the
-whole group is written. A worker that dies before that leaves the leader's entry pending;
-whoever takes it over judges the group again (results already written stand: first
-write wins; judgments already cached are served from the cache). A leader that reaches
-the delivery limit dead-letters the group: every member without a result gets the
-leader's dead-letter result.
+Beginning the leader's entry marks the whole group running under the worker's name (a
+cancel leaves it to that worker). The worker reads every member's payload and judges the
+group as `/v1/judge/group` does. It writes the members' results *provisionally*, at most
+MEMBER_CHUNK_BYTES per call (`JobStore.write_members`: hidden from pages and counts, only
+while it holds the group), then commits the group in one atomic step: every result
+counted, the leader's result, the group's block and the entry's acknowledgement
+(`JobStore.finish_group`). A page stops at the first rollout without a result and the
+leader is the group's first, so no page ever shows part of a group. A worker that dies
+before the commit leaves the entry pending and nothing of the group committed; whoever
+takes it over judges the group again, whole (judgments already cached are served from
+the cache), and its results replace the provisional ones. A leader that reaches the
+delivery limit dead-letters the group whole.
+
+The block is kept as a *group record*, `{"group_id", "block"}`, by the leader's index: a
+results page carries the blocks of the groups whose leader is on it (`groups`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 
 from judge_service.errors import InputError, LimitError
 from judge_service.group.judge import check_group, judging
+from judge_service.jobs.model import Entry, FinishKind, GroupWrite, JobStore, until_ok
 from judge_service.pipeline import Engine
-from judge_service.schemas import Options, Result, Rollout
+from judge_service.schemas import GroupBlock, Options, Result, Rollout
+from judge_service.wire_json import dump_json_str
 
 GROUP_KEY = "group"  # the leader payload's list of the group's indices
+# Result bytes per `write_members` call: a script copies about 0.5 MB a millisecond
+# (measured: 1.4 MB in 3 ms), so no call holds Redis longer than one rollout's `finish` of
+# a long result can (131k tokens, dense: about 3 MB); a whole group in one call could be
+# 12 MB, about 25 ms.
+MEMBER_CHUNK_BYTES = 2 << 20
 
 
 def groups_of(rollouts: Sequence[Rollout]) -> list[list[int]]:
@@ -58,18 +73,101 @@ def grouped(payloads: list[str], groups: Sequence[Sequence[int]]) -> dict[int, i
     return members
 
 
+def group_indices(payload: str | None) -> list[int] | None:
+    """The group's indices when `payload` is a leader's, else None."""
+    indices = json.loads(payload).get(GROUP_KEY) if payload else None
+    return [int(i) for i in indices] if isinstance(indices, list) else None
+
+
 async def judged_group(
     engine: Engine, stored: Sequence[str | None], indices: Sequence[int], options: Options
-) -> list[Result]:
-    """The results of a group from its members' stored payloads, in `indices` order. A
-    group the settings now refuse (checked at submission, but a worker's settings may
-    differ) fails whole, each result naming the field."""
+) -> tuple[list[tuple[int, str, FinishKind]], str | None]:
+    """A group judged from its members' stored payloads: each result to write, in
+    `indices` order, and the group record (None when the group was not judged). A group
+    the settings now refuse (checked at submission, but a worker's settings may differ)
+    fails whole, each result naming the field."""
     rollouts = [Rollout.model_validate(json.loads(p or "{}")["rollout"]) for p in stored]
     fields = [f"rollouts[{i}]" for i in indices]
     try:
         check_group(rollouts, engine, fields)
     except (InputError, LimitError) as exc:
         error = f"{exc.field}: {exc.message}"
-        return [Result(id=r.id, status="failed", error=error) for r in rollouts]
+        failed = [Result(id=r.id, status="failed", error=error) for r in rollouts]
+        return writes(indices, failed), None
     done = await judging(engine, rollouts, options, fields)
-    return [result for result, _ in done.judged]
+    results = [result for result, _ in done.judged]
+    return writes(indices, results), group_record(rollouts[0].group_id or "", done.block)
+
+
+def writes(indices: Sequence[int], results: Sequence[Result]) -> list[tuple[int, str, FinishKind]]:
+    out: list[tuple[int, str, FinishKind]] = []
+    for index, result in zip(indices, results, strict=True):
+        kind: FinishKind = "failed" if result.status == "failed" else "done"
+        out.append((index, dump_json_str(result), kind))
+    return out
+
+
+def byte_chunks(writes: Sequence[tuple[int, str]], limit: int) -> list[list[tuple[int, str]]]:
+    """`writes` in consecutive chunks of at most `limit` result bytes (or one result)."""
+    chunks: list[list[tuple[int, str]]] = []
+    size = limit
+    for write in writes:
+        if size + len(write[1]) > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(write)
+        size += len(write[1])
+    return chunks
+
+
+async def deliver_group(
+    jobs: JobStore,
+    engine: Engine,
+    consumer: str,
+    entry: Entry,
+    indices: Sequence[int],
+    options: Options,
+) -> int:
+    """A worker's delivery of a leader's entry: judge its whole group, write its members'
+    results provisionally, a bounded size per call, then commit the group whole with the
+    leader's result and acknowledgement. How many rollouts it judged."""
+    stored = await until_ok(lambda: jobs.payloads(entry.job, indices))
+    if any(p is None for p in stored):  # the job ended (cancelled, expired) meanwhile
+        await until_ok(lambda: jobs.ack(entry))
+        return 0
+    results, record = await judged_group(engine, stored, indices, options)
+    members = [(i, data) for i, data, _ in results if i != entry.index]
+    for chunk in byte_chunks(members, MEMBER_CHUNK_BYTES):
+        written = await until_ok(functools.partial(jobs.write_members, entry, consumer, chunk))
+        if written < 0:  # the job is gone
+            await until_ok(lambda: jobs.ack(entry))
+        if written <= 0:  # or the group is not this worker's any more: leave it to its holder
+            return len(results)
+    commit: list[GroupWrite] = [
+        (i, data if i == entry.index else None, kind) for i, data, kind in results
+    ]
+    await until_ok(lambda: jobs.finish_group(entry, commit, record))
+    return len(results)
+
+
+async def group_of(jobs: JobStore, entry: Entry, options: Options) -> list[int] | None:
+    """The group's indices when the entry is a leader's, from its stored payload (read only
+    for a groupwise job, on the paths that have no payload in hand: cancel, dead-letter)."""
+    if not options.groupwise:
+        return None
+    stored = await until_ok(lambda: jobs.payloads(entry.job, [entry.index]))
+    return group_indices(stored[0] if stored else None)
+
+
+def group_record(group_id: str, block: GroupBlock) -> str:
+    return '{"group_id":' + json.dumps(group_id) + ',"block":' + dump_json_str(block) + "}"
+
+
+def groups_json(records: Sequence[str]) -> str:
+    """A results page's `groups` object from group records, in their order."""
+    parts = []
+    for record in records:
+        data = json.loads(record)
+        block = json.dumps(data["block"], separators=(",", ":"))
+        parts.append(json.dumps(data["group_id"]) + ":" + block)
+    return "{" + ",".join(parts) + "}"

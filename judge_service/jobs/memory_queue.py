@@ -20,6 +20,7 @@ from judge_service.jobs.model import (
     Begin,
     Entry,
     FinishKind,
+    GroupWrite,
     JobRecord,
     JobStore,
     QueueStats,
@@ -48,6 +49,8 @@ class _Job:
     run: dict[int, str] = field(default_factory=dict)
     tries: dict[int, int] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
+    groups: dict[int, list[int]] = field(default_factory=dict)  # leader -> its members
+    records: dict[int, str] = field(default_factory=dict)  # leader -> group record
 
     @property
     def finished(self) -> int:
@@ -105,6 +108,8 @@ class MemoryJobStore(JobStore):
             payloads=dict(enumerate(payloads)),
             created_at=time.time(),
         )
+        for member, leader in (members or {}).items():
+            job.groups.setdefault(leader, []).append(member)
         self._jobs[job.id] = job
         if idempotency_key is not None:
             self._idem[(tenant, idempotency_key)] = (job.id, fingerprint)
@@ -137,7 +142,11 @@ class MemoryJobStore(JobStore):
 
     async def result_slice(self, job_id: str, start: int, limit: int) -> list[str | None]:
         job = self._jobs.get(job_id)
-        return [None if job is None else job.out.get(i) for i in range(start, start + limit)]
+        if job is None:
+            return [None] * limit
+        # A running index's result is a group member's provisional one (`write_members`).
+        indices = range(start, start + limit)
+        return [None if i in job.run else job.out.get(i) for i in indices]
 
     async def ids(self, job_id: str, start: int, stop: int) -> list[str]:
         job = self._jobs.get(job_id)
@@ -198,6 +207,9 @@ class MemoryJobStore(JobStore):
         if attempts > max_deliveries:
             return Begin("dead", attempts=attempts - 1, last_error=job.errors.get(entry.index))
         job.run[entry.index] = consumer
+        for member in job.groups.get(entry.index, ()):
+            if member not in job.out or member in job.run:
+                job.run[member] = consumer
         if job.status == "queued":
             job.status = "running"
         return Begin("go", attempts=attempts, payload=job.payloads[entry.index])
@@ -223,16 +235,74 @@ class MemoryJobStore(JobStore):
         if entry.index in job.out:
             return False
         job.out[entry.index] = result
+        self._count(job, kind, dead_record or "")
+        self._settle(job)
+        return True
+
+    async def finish_group(
+        self,
+        entry: Entry,
+        writes: Sequence[GroupWrite],
+        record: str | None = None,
+        dead_record: str | None = None,
+    ) -> int:
+        job = self._jobs.get(entry.job)
+        missing = [i for i, r, _ in writes if r is None and job and i not in job.out]
+        if job is not None and entry.index not in job.out and missing:
+            raise LookupError(f"{entry.job}[{entry.index}]: a member's result was not written")
+        self._pending.pop(entry.id, None)
+        if job is None:
+            return -1
+        if entry.index in job.out:
+            return 0
+        written, dead = 0, False
+        for index, result, kind in writes:
+            if job.run.pop(index, None) is None and index in job.out:
+                continue
+            if result is not None:
+                job.out[index] = result
+            first_dead = kind == "dead" and not dead  # the group is one entry: one record
+            self._count(job, kind, (dead_record or "") if first_dead else None)
+            dead = dead or first_dead
+            if index == entry.index and record is not None:
+                job.records[index] = record
+            written += 1
+        if written:
+            self._settle(job)
+        return written
+
+    async def write_members(
+        self, entry: Entry, consumer: str, writes: Sequence[tuple[int, str]]
+    ) -> int:
+        job = self._jobs.get(entry.job)
+        if job is None:
+            return -1
+        if job.run.get(entry.index) != consumer:
+            return 0
+        for index, result in writes:
+            if job.run.get(index) == consumer:
+                job.out[index] = result
+        return 1
+
+    def _count(self, job: _Job, kind: FinishKind, dead_record: str | None) -> None:
         if kind == "dead":
             job.counts["dead"] += 1
             job.counts["failed"] += 1
-            self._dead = [*self._dead[-9999:], dead_record or ""]
+            if dead_record is not None:
+                self._dead = [*self._dead[-9999:], dead_record]
         else:
             job.counts[kind] += 1
+
+    def _settle(self, job: _Job) -> None:
         if job.status == "queued":
             job.status = "running"
         self._maybe_finished(job)
-        return True
+
+    async def group_records(self, job_id: str, start: int, stop: int) -> list[str]:
+        job = self._jobs.get(job_id)
+        if job is None:
+            return []
+        return [job.records[i] for i in range(start, stop) if i in job.records]
 
     def _maybe_finished(self, job: _Job) -> None:
         if job.finished >= len(job.ids) and job.finished_at is None:
@@ -247,6 +317,9 @@ class MemoryJobStore(JobStore):
         job = self._jobs.get(entry.job)
         if job is not None and entry.index not in job.out:
             job.run.pop(entry.index, None)
+            for member in job.groups.get(entry.index, ()):
+                if job.run.pop(member, None) is not None:
+                    job.out.pop(member, None)  # provisional: judged again with the group
             job.tries[entry.index] = max(0, job.tries.get(entry.index, 0) - 1)
             self._new.append(Entry(self._entry_id(), entry.job, entry.index))
             self._event().set()

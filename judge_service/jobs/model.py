@@ -5,7 +5,11 @@ entry; a worker *begins* an entry (counting the delivery, marking it running),
 judges it, and *finishes* it: the result is written first-write-wins and the
 entry acknowledged in the same atomic step. So a rollout has exactly one
 result however often it is delivered; a delivery whose result already exists
-is only acknowledged.
+is only acknowledged. A groupwise job's group is one entry, its leader's
+(`jobs.groups`): beginning it marks the whole group running; the members'
+results are written provisionally (`write_members`: bounded calls, hidden from
+pages and counts while the member runs), then the group is committed in one
+step, its results counted, its block and its acknowledgement (`finish_group`).
 
 `JobStore` has two implementations: Redis Streams (`jobs.queue`, shared by
 any number of workers) and in-process (`jobs.memory_queue`, for
@@ -15,17 +19,25 @@ same cases against both.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
+from judge_service.errors import StoreUnavailable
 from judge_service.schemas import JobCounts, JobState, JobView, Result
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CANCELLED = "C"  # the stored marker of a rollout cancelled before it started
 FinishKind = Literal["done", "failed", "cancelled", "dead"]
+# A group member's index, result JSON (None: its provisional one, `write_members`), kind.
+GroupWrite = tuple[int, str | None, FinishKind]
 BeginKind = Literal["go", "done", "gone", "cancelled", "dead"]
 
 
@@ -148,20 +160,40 @@ def dead_letter_result(rollout_id: str, attempts: int, last_error: str | None) -
     )
 
 
+async def until_ok(step: Callable[[], Awaitable[T]], stop: asyncio.Event | None = None) -> T:
+    """Run a store step, retrying while the store is unavailable (until `stop` is set)."""
+    backoff = 0.1
+    while True:
+        try:
+            return await step()
+        except StoreUnavailable as exc:
+            if stop is not None and stop.is_set():
+                raise
+            log.warning("store unavailable (%s); retrying in %.1f s", exc, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+
 def dead_letter_record(
-    entry: Entry, tenant: str, attempts: int, last_error: str | None, at: float
+    entry: Entry,
+    tenant: str,
+    attempts: int,
+    last_error: str | None,
+    at: float,
+    group: Sequence[int] | None = None,
 ) -> str:
-    return json.dumps(
-        {
-            "job": entry.job,
-            "index": entry.index,
-            "entry": entry.id,
-            "tenant": tenant,
-            "attempts": attempts,
-            "last_error": last_error,
-            "at": at,
-        }
-    )
+    record: dict[str, object] = {
+        "job": entry.job,
+        "index": entry.index,
+        "entry": entry.id,
+        "tenant": tenant,
+        "attempts": attempts,
+        "last_error": last_error,
+        "at": at,
+    }
+    if group is not None:  # a group's one entry: every index that died with it
+        record["group"] = list(group)
+    return json.dumps(record)
 
 
 class JobStore(ABC):
@@ -240,8 +272,38 @@ class JobStore(ABC):
         keep_payload: bool = False,
     ) -> bool:
         """Write the result unless one exists, update the counts, acknowledge the entry:
-        atomically. True if this call wrote the result. `keep_payload`: a group member's
-        (its payload stays, for the group to be judged again if its worker dies)."""
+        atomically. True if this call wrote the result. `keep_payload`: the payload stays
+        (no caller in this version needs it: a group is written by `finish_group`)."""
+
+    @abstractmethod
+    async def write_members(
+        self, entry: Entry, consumer: str, writes: Sequence[tuple[int, str]]
+    ) -> int:
+        """Provisional results of the members of the group whose leader's entry is
+        `entry`, while `consumer` holds it: not shown, not counted, overwritten by a
+        later judging, until `finish_group` commits them. 1 if written; 0 if the group is
+        not `consumer`'s any more (committed, or taken over: leave it), -1 if the job is
+        gone."""
+
+    @abstractmethod
+    async def finish_group(
+        self,
+        entry: Entry,
+        writes: Sequence[GroupWrite],
+        record: str | None = None,
+        dead_record: str | None = None,
+    ) -> int:
+        """`finish` for a group, its leader's `entry`, in one atomic step: every result of
+        `writes` committed and counted (a rollout no longer running that has a result,
+        the cancelled marker, keeps it), the group's `record` (`group_records`; written
+        with the leader's result), the acknowledgement. How many results this call
+        committed: 0 when the group was committed already, -1 when the job is gone.
+        Raises (nothing done) when a provisional result it names is missing."""
+
+    @abstractmethod
+    async def group_records(self, job_id: str, start: int, stop: int) -> list[str]:
+        """The stored records of the groups whose leader is one of start..stop-1, in
+        index order (`jobs.groups.group_record`)."""
 
     @abstractmethod
     async def release(self, entry: Entry) -> None:

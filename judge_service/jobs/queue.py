@@ -16,6 +16,9 @@ idempotency key.
 Keys beside those listed in `store.redis_conn` (``P`` is the prefix)::
 
     P:job:{id} field enqueued         entries queued so far (creation is chunked)
+    P:job:{id}:lead                   hash  groupwise: member index -> its leader's;
+                                            g<leader> -> the leader's members ("3,5")
+    P:job:{id}:groups                 hash  leader index -> group record (`jobs.groups`)
     P:jobs:creating                   zset  job id -> created_at, until all are queued
     P:jobs:{status}                   zset  job id -> when it got there; statuses:
                                             queued running cancelling done failed
@@ -34,17 +37,18 @@ from redis import exceptions as redis_errors
 from judge_service.errors import IdempotencyConflict, StoreUnavailable
 from judge_service.jobs import scripts
 from judge_service.jobs.failover import RedisFailover
+from judge_service.jobs.group_queue import RedisGroupWrites, lead_fields
 from judge_service.jobs.model import (
     CANCELLED,
     Begin,
     Entry,
     FinishKind,
-    JobRecord,
     JobStore,
     QueueStats,
     Takeover,
     new_job_id,
 )
+from judge_service.jobs.reads import RedisJobReads
 from judge_service.store.redis_conn import GROUP, RedisConnection
 
 # Rollouts per script call or command while creating or cancelling a job: about 1-3 ms of
@@ -54,7 +58,7 @@ CHUNK = 500
 _CHUNK_BYTES = 4 << 20  # and payload bytes per HSET: copying 4 MB is about a millisecond
 
 
-class RedisJobStore(JobStore):
+class RedisJobStore(RedisJobReads, RedisGroupWrites, JobStore):
     shared = True
 
     def __init__(
@@ -79,6 +83,8 @@ class RedisJobStore(JobStore):
         self._enqueue_chunk = client.register_script(scripts.ENQUEUE)
         self._begin = client.register_script(scripts.BEGIN)
         self._finish = client.register_script(scripts.FINISH)
+        self._finish_group = client.register_script(scripts.FINISH_GROUP)
+        self._write_members = client.register_script(scripts.WRITE_MEMBERS)
         self._cancel_start = client.register_script(scripts.CANCEL_START)
         self._cancel_range = client.register_script(scripts.CANCEL_RANGE)
         self._release = client.register_script(scripts.RELEASE)
@@ -127,9 +133,8 @@ class RedisJobStore(JobStore):
                 pipe.expire(upload, self.ttl_s)
                 pipe.expire(id_list, self.ttl_s)
                 if members:
-                    lead = self.keys.job(job_id, "lead")
-                    pipe.hset(lead, mapping={str(m): str(g) for m, g in members.items()})
-                    pipe.expire(lead, self.ttl_s)
+                    pipe.hset(self.keys.job(job_id, "lead"), mapping=lead_fields(members))
+                    pipe.expire(self.keys.job(job_id, "lead"), self.ttl_s)
                 await pipe.execute()
 
         await self.conn.run(write)
@@ -218,52 +223,6 @@ class RedisJobStore(JobStore):
         await self._replicated(job_id)
         return job_id, False
 
-    async def get(self, job_id: str) -> JobRecord | None:
-        fields = ("tenant", "total", "status", "options", "created_at", "finished_at")
-        counts = ("done", "failed", "cancelled", "dead")
-
-        async def read(r: Any) -> list[Any]:
-            async with r.pipeline(transaction=False) as pipe:
-                pipe.hmget(self.keys.job(job_id), [*fields, *counts])
-                pipe.hlen(self.keys.job(job_id, "run"))
-                result: list[Any] = await pipe.execute()
-                return result
-
-        values, running = await self.conn.run(read)
-        if values[0] is None:
-            return None
-        tenant, total, status, options, created, finished, *numbers = values
-        done, failed, cancelled, dead = (int(n or 0) for n in numbers)
-        return JobRecord(
-            id=job_id,
-            tenant=tenant,
-            total=int(total),
-            status=status,
-            options=options,
-            created_at=float(created),
-            finished_at=None if finished is None else float(finished),
-            done=done,
-            failed=failed,
-            cancelled=cancelled,
-            dead=dead,
-            running=int(running),
-        )
-
-    async def result_slice(self, job_id: str, start: int, limit: int) -> list[str | None]:
-        fields = [str(i) for i in range(start, start + limit)]
-        if not fields:
-            return []
-        values: list[str | None] = await self.conn.run(
-            lambda r: r.hmget(self.keys.job(job_id, "out"), fields)
-        )
-        return values
-
-    async def ids(self, job_id: str, start: int, stop: int) -> list[str]:
-        values: list[str] = await self.conn.run(
-            lambda r: r.lrange(self.keys.job(job_id, "ids"), start, stop - 1)
-        )
-        return values
-
     async def cancel(self, job_id: str) -> None:
         start_keys = [self.keys.job(job_id), *self.status_keys]
         total = int(
@@ -279,7 +238,7 @@ class RedisJobStore(JobStore):
             )
 
     def _job_keys(self, job_id: str) -> list[str]:
-        """KEYS of FINISH and CANCEL_RANGE."""
+        """KEYS of FINISH, FINISH_GROUP and CANCEL_RANGE."""
         job = self.keys.job
         return [
             job(job_id),
@@ -292,6 +251,7 @@ class RedisJobStore(JobStore):
             job(job_id, "errors"),
             job(job_id, "ids"),
             *self.status_keys,
+            job(job_id, "groups"),
         ]
 
     async def claim(self, consumer: str, count: int, block_s: float) -> list[Entry]:
@@ -327,6 +287,7 @@ class RedisJobStore(JobStore):
     async def begin(self, entry: Entry, consumer: str, max_deliveries: int) -> Begin:
         parts = ("", "out", "run", "tries", "errors", "in")
         keys = [*(self.keys.job(entry.job, part) for part in parts), *self.status_keys]
+        keys.append(self.keys.job(entry.job, "lead"))
         args: list[str | int | float] = [
             entry.index,
             consumer,
@@ -342,10 +303,6 @@ class RedisJobStore(JobStore):
         if kind == "dead":
             return Begin("dead", attempts=int(reply[1]), last_error=reply[2] or None)
         return Begin(kind)
-
-    async def payloads(self, job_id: str, indices: Sequence[int]) -> list[str | None]:
-        key = self.keys.job(job_id, "in")
-        return list(await self.conn.run(lambda r: r.hmget(key, [str(i) for i in indices])))
 
     async def finish(
         self,
@@ -377,6 +334,7 @@ class RedisJobStore(JobStore):
             self.keys.job(entry.job, "out"),
             self.keys.job(entry.job, "run"),
             self.keys.job(entry.job, "tries"),
+            self.keys.job(entry.job, "lead"),
         ]
         args: list[str | int | float] = [entry.id, GROUP, entry.job, entry.index]
         await self.conn.run(lambda _: self._release(keys=keys, args=args))
@@ -409,24 +367,6 @@ class RedisJobStore(JobStore):
 
     async def snapshot(self) -> QueueStats:
         return await self.failover.snapshot()
-
-    async def live_workers(self, within_s: float) -> list[str]:
-        since = time.time() - within_s
-        names: list[str] = await self.conn.run(
-            lambda r: r.zrangebyscore(self.keys.workers, since, "+inf")
-        )
-        return names
-
-    async def dead_letters(self, limit: int = 100) -> list[str]:
-        records: list[str] = await self.conn.run(lambda r: r.lrange(self.keys.dead, -limit, -1))
-        return records
-
-    async def pending(self, consumer: str | None = None) -> int:
-        summary = await self.conn.run(lambda r: r.xpending(self.keys.stream, GROUP))
-        if consumer is None:
-            return int(summary["pending"])
-        counts = {c["name"]: int(c["pending"]) for c in summary["consumers"] or []}
-        return counts.get(consumer, 0)
 
 
 def _chunks(payloads: Sequence[str]) -> list[tuple[int, int]]:

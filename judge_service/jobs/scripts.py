@@ -78,8 +78,12 @@ end
 return stop
 """
 
-# KEYS: job, out, run, tries, errors, in, S (6). ARGV: index, consumer, max deliveries,
-# ttl, job id, now. Returns {kind, attempts, payload-or-last-error}.
+# KEYS: job, out, run, tries, errors, in, S (6), lead. ARGV: index, consumer, max
+# deliveries, ttl, job id, now. Returns {kind, attempts, payload-or-last-error}. A group's
+# leader marks its members running too (`lead` field g<index>: their indices), those
+# without a result and those whose result is provisional (still running: written by
+# WRITE_MEMBERS, not committed): a cancel then leaves the whole group to its worker, the
+# counts show the group in flight, and only this consumer may write its members now.
 BEGIN = (
     _S
     + """
@@ -95,6 +99,14 @@ end
 local payload = redis.call('HGET', KEYS[6], ARGV[1])
 if not payload then return {'gone'} end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+local group = redis.call('HGET', KEYS[13], 'g' .. ARGV[1])
+if group then
+  for i in string.gmatch(group, '%d+') do
+    if redis.call('HEXISTS', KEYS[2], i) == 0 or redis.call('HEXISTS', KEYS[3], i) == 1 then
+      redis.call('HSET', KEYS[3], i, ARGV[2])
+    end
+  end
+end
 redis.call('EXPIRE', KEYS[3], ARGV[4])
 if status == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'running')
@@ -104,8 +116,9 @@ return {'go', tostring(n), payload}
 """
 )
 
-# Shared by FINISH and CANCEL_RANGE: the job's last result is in. Needs `skey`/`move`;
-# KEYS as in FINISH's first nine; `first` is where S starts; status is the stored one.
+# Shared by FINISH, FINISH_GROUP and CANCEL_RANGE: the job's last result is in. Needs
+# `skey`/`move`; KEYS as in FINISH (the group blocks at 16: they live as long as the
+# results); `first` is where S starts; status is the stored one.
 _FINALIZE = """
 local function finalize(first, job, stored, failed, total, now, ttl)
   local status = 'done'
@@ -116,21 +129,50 @@ local function finalize(first, job, stored, failed, total, now, ttl)
   redis.call('UNLINK', KEYS[6], KEYS[3], KEYS[7], KEYS[8])
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[9], ttl)
+  redis.call('EXPIRE', KEYS[16], ttl)
   local from = stored
   if stored == 'cancelled' then from = 'cancelling' end
   move(first, job, from, status, now)
 end
 """
 
-# KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6).
+# Shared by FINISH and FINISH_GROUP (KEYS as theirs): count a result just written, and
+# once the results are written, finish the job or mark it running.
+_TALLY = """
+local function count(kind, record)
+  if kind == 'dead' then
+    redis.call('HINCRBY', KEYS[1], 'dead', 1)
+    redis.call('HINCRBY', KEYS[1], 'failed', 1)
+    if record then
+      redis.call('RPUSH', KEYS[5], record)
+      redis.call('LTRIM', KEYS[5], -10000, -1)
+    end
+  else
+    redis.call('HINCRBY', KEYS[1], kind, 1)
+  end
+end
+local function settle(job, now, ttl)
+  local j = redis.call('HMGET', KEYS[1], 'total', 'done', 'failed', 'cancelled', 'status')
+  local total, failed = tonumber(j[1]), tonumber(j[3])
+  if tonumber(j[2]) + failed + tonumber(j[4]) >= total then
+    finalize(10, job, j[5], failed, total, now, ttl)
+  elseif j[5] == 'queued' then
+    redis.call('HSET', KEYS[1], 'status', 'running')
+    move(10, job, 'queued', 'running', now)
+  end
+end
+"""
+
+# KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6), groups.
 # ARGV: index, result, kind (done|failed|cancelled|dead), entry id, group, now, ttl,
-# dead-letter record, job id, "keep" (a group member's result: its payload stays for a
-# re-judging of the group until the job ends). Acknowledges the entry in every case;
-# returns 1 if this call wrote the result, 0 if one was there (first write wins), -1 if
-# the job is gone.
+# dead-letter record, job id, "keep" (the payload stays; no caller in this version needs
+# it: a group is written by FINISH_GROUP). Acknowledges the entry in every case; returns
+# 1 if this call wrote the result, 0 if one was there (first write wins), -1 if the job
+# is gone.
 FINISH = (
     _S
     + _FINALIZE
+    + _TALLY
     + """
 redis.call('XACK', KEYS[4], ARGV[5], ARGV[4])
 redis.call('XDEL', KEYS[4], ARGV[4])
@@ -139,24 +181,79 @@ redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('EXPIRE', KEYS[2], ARGV[7])
 if ARGV[10] ~= 'keep' then redis.call('HDEL', KEYS[6], ARGV[1]) end  -- never read again
-local kind = ARGV[3]
-if kind == 'dead' then
-  redis.call('HINCRBY', KEYS[1], 'dead', 1)
-  redis.call('HINCRBY', KEYS[1], 'failed', 1)
-  redis.call('RPUSH', KEYS[5], ARGV[8])
-  redis.call('LTRIM', KEYS[5], -10000, -1)
-else
-  redis.call('HINCRBY', KEYS[1], kind, 1)
-end
-local j = redis.call('HMGET', KEYS[1], 'total', 'done', 'failed', 'cancelled', 'status')
-local total, failed = tonumber(j[1]), tonumber(j[3])
-if tonumber(j[2]) + failed + tonumber(j[4]) >= total then
-  finalize(10, ARGV[9], j[5], failed, total, ARGV[6], ARGV[7])
-elseif j[5] == 'queued' then
-  redis.call('HSET', KEYS[1], 'status', 'running')
-  move(10, ARGV[9], 'queued', 'running', ARGV[6])
-end
+count(ARGV[3], ARGV[8])
+settle(ARGV[9], ARGV[6], ARGV[7])
 return 1
+"""
+)
+
+# KEYS: job, out, run. ARGV: leader index, consumer, ttl, then index, result for each
+# member. A group's members' results, written before its commit (FINISH_GROUP) in calls
+# of a bounded size: a group of 16 long dense results is about 12 MB, which one script
+# would hold Redis for about 25 ms to copy. They are *provisional* while the member is
+# still running (in `run`): no page shows them (`result_slice` hides a running index), no
+# count holds them, and judging the group again overwrites them. Written only while this
+# consumer holds the group (the leader runs under its name). Returns 1 if written, 0 if
+# the group is not this consumer's (committed, or taken over), -1 if the job is gone.
+WRITE_MEMBERS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
+for k = 4, #ARGV, 2 do
+  if redis.call('HGET', KEYS[3], ARGV[k]) == ARGV[2] then
+    redis.call('HSET', KEYS[2], ARGV[k], ARGV[k + 1])
+  end
+end
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1
+"""
+
+# KEYS as FINISH's. ARGV: leader index, entry id (the leader's), group, now, ttl, job id,
+# group record ('' for none), dead-letter record ('' for none), then index, result, kind
+# for each rollout of the group; result '' means the member's provisional result, written
+# by WRITE_MEMBERS. The group's commit, one step: every result counted, the leader's
+# result, the group record and the acknowledgement, so a group is committed whole or not
+# at all and the record always describes the results a page shows. A rollout that is no
+# longer running and has a result (the cancelled marker) keeps it. Returns how many
+# results this call committed (0: the group was committed already), -1 if the job is
+# gone, -2 (nothing done, the entry still pending) if a provisional result is missing.
+FINISH_GROUP = (
+    _S
+    + _FINALIZE
+    + _TALLY
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
+  for k = 9, #ARGV, 3 do
+    if ARGV[k + 1] == '' and redis.call('HEXISTS', KEYS[2], ARGV[k]) == 0 then return -2 end
+  end
+end
+redis.call('XACK', KEYS[4], ARGV[3], ARGV[2])
+redis.call('XDEL', KEYS[4], ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+local written, dead, record = 0, false, nil
+if ARGV[8] ~= '' then record = ARGV[8] end
+for k = 9, #ARGV, 3 do
+  local i = ARGV[k]
+  if redis.call('HDEL', KEYS[3], i) == 1 or redis.call('HEXISTS', KEYS[2], i) == 0 then
+    if ARGV[k + 1] ~= '' then redis.call('HSET', KEYS[2], i, ARGV[k + 1]) end
+    redis.call('HDEL', KEYS[6], i)
+    if ARGV[k + 2] == 'dead' and not dead then
+      count('dead', record)  -- the group is one entry: one dead-letter record
+      dead = true
+    else
+      count(ARGV[k + 2], nil)
+    end
+    if i == ARGV[1] and ARGV[7] ~= '' then
+      redis.call('HSET', KEYS[16], i, ARGV[7])
+      redis.call('EXPIRE', KEYS[16], ARGV[5])
+    end
+    written = written + 1
+  end
+end
+if written == 0 then return 0 end
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+settle(ARGV[6], ARGV[4], ARGV[5])
+return written
 """
 )
 
@@ -177,7 +274,8 @@ return tonumber(j[2])
 """
 )
 
-# KEYS: job, out, run, stream (unused), dead (unused), in, tries, errors, ids, S (6).
+# KEYS: job, out, run, stream (unused), dead (unused), in, tries, errors, ids, S (6),
+# groups.
 # ARGV: start, stop, now, ttl, cancelled marker, job id.
 # Rollouts start..stop-1 neither judged nor running get the marker as their result;
 # running ones finish. Returns how many were marked.
@@ -205,9 +303,10 @@ return c
 """
 )
 
-# KEYS: stream, job, out, run, tries. ARGV: entry id, group, job id, index.
+# KEYS: stream, job, out, run, tries, lead. ARGV: entry id, group, job id, index.
 # A stopping worker's entry goes back to the end of the stream (a new entry, the old one
-# acknowledged), and the interrupted delivery is not counted against the rollout.
+# acknowledged), and the interrupted delivery is not counted against the rollout. A
+# leader's members stop running with it, their provisional results dropped.
 RELEASE = """
 if redis.call('XACK', KEYS[1], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('XDEL', KEYS[1], ARGV[1])
@@ -215,6 +314,12 @@ if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('HEXISTS', KEYS[3], ARGV[4])
   return 0
 end
 redis.call('HDEL', KEYS[4], ARGV[4])
+local group = redis.call('HGET', KEYS[6], 'g' .. ARGV[4])
+if group then
+  for i in string.gmatch(group, '%d+') do
+    if redis.call('HDEL', KEYS[4], i) == 1 then redis.call('HDEL', KEYS[3], i) end
+  end
+end
 if tonumber(redis.call('HGET', KEYS[5], ARGV[4]) or '0') > 0 then
   redis.call('HINCRBY', KEYS[5], ARGV[4], -1)
 end

@@ -21,7 +21,7 @@ from judge_service.errors import (
     LimitError,
     NotFoundError,
 )
-from judge_service.jobs.groups import check_groups, grouped
+from judge_service.jobs.groups import check_groups, grouped, groups_json
 from judge_service.jobs.model import CANCELLED, JobRecord, JobStore, cancelled_result
 from judge_service.judges.base import JudgeLimits
 from judge_service.pipeline import Engine
@@ -126,7 +126,8 @@ class JobService:
 
     async def results_page(self, tenant: str, job_id: str, cursor: str | None, limit: int) -> str:
         """A `JobResultsPage` as JSON, built from the stored result JSON without re-parsing:
-        results in input order from `cursor`, up to the first rollout not judged yet."""
+        results in input order from `cursor`, up to the first rollout not judged yet; with
+        options.groupwise, the blocks of the groups whose first rollout is among them."""
         record = await self.record(tenant, job_id)
         start = 0
         if cursor is not None:
@@ -149,7 +150,12 @@ class JobService:
             ]
         end = start + len(ready)
         next_cursor = None if end >= record.total else str(end)
-        return '{"results":[' + ",".join(ready) + '],"next_cursor":' + json.dumps(next_cursor) + "}"
+        page = '{"results":[' + ",".join(ready) + '],"next_cursor":' + json.dumps(next_cursor)
+        if json.loads(record.options).get("groupwise"):
+            # A group's record is written with its leader's result, the group's first: so
+            # a page shows the block of every group whose leader it shows.
+            page += ',"groups":' + groups_json(await self.jobs.group_records(job_id, start, end))
+        return page + "}"
 
 
 def _advantage_json(advantage: credit_mod.GroupAdvantage | None) -> str:

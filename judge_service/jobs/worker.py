@@ -26,21 +26,21 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from judge_service import metrics
 from judge_service.credit import GroupAdvantage
 from judge_service.errors import StoreUnavailable
-from judge_service.jobs.groups import GROUP_KEY, judged_group
+from judge_service.jobs.groups import GROUP_KEY, deliver_group, group_of
 from judge_service.jobs.model import (
     CANCELLED,
     Entry,
     FinishKind,
+    GroupWrite,
     JobStore,
     dead_letter_record,
     dead_letter_result,
+    until_ok,
 )
 from judge_service.jobs.pulse import Pulse
 from judge_service.pipeline import Engine
@@ -48,10 +48,6 @@ from judge_service.schemas import Options, Rollout
 from judge_service.wire_json import dump_json_str
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-# The entry id a group member's result is written under: it has no entry of its own (only
-# its leader is queued), and acknowledging this id is a no-op on both queues.
-MEMBER_ENTRY = "0-1"
 
 
 @dataclass(frozen=True)
@@ -102,14 +98,14 @@ class Worker:
         )
         backoff = 0.1
         try:
-            await self._until_ok(self.jobs.ensure_queue, stop)
+            await until_ok(self.jobs.ensure_queue, stop)
             # Alive before claiming anything: an entry held without a heartbeat record could
             # be taken by the idle reclaim.
-            await self._until_ok(pulse.beat, stop)
+            await until_ok(pulse.beat, stop)
             pulse.start()
             # An earlier process with this name died holding entries: nobody else will take
             # them (this name's heartbeat is fresh again), so they come first.
-            self._backlog = await self._until_ok(lambda: self.jobs.adopt(config.name), stop)
+            self._backlog = await until_ok(lambda: self.jobs.adopt(config.name), stop)
             self._next_reclaim = time.monotonic() + config.reclaim_every_s
             if self._backlog:
                 log.warning(
@@ -254,21 +250,6 @@ class Worker:
             self._externals = (now, alive)
         return alive
 
-    async def _until_ok(
-        self, step: Callable[[], Awaitable[T]], stop: asyncio.Event | None = None
-    ) -> T:
-        """Run a store step, retrying while the store is unavailable."""
-        backoff = 0.1
-        while True:
-            try:
-                return await step()
-            except StoreUnavailable as exc:
-                if stop is not None and stop.is_set():
-                    raise
-                log.warning("store unavailable (%s); retrying in %.1f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-
     async def _process(self, entry: Entry) -> None:
         """Deliver the entry until it finishes: each try is counted by `begin`, so one that
         keeps raising reaches the dead-letter list after `max_deliveries` tries."""
@@ -300,18 +281,21 @@ class Worker:
 
     async def _deliver(self, entry: Entry) -> None:
         config = self.config
-        begin = await self._until_ok(
-            lambda: self.jobs.begin(entry, config.name, config.max_deliveries)
-        )
+        begin = await until_ok(lambda: self.jobs.begin(entry, config.name, config.max_deliveries))
         if begin.kind in ("done", "gone"):
-            await self._until_ok(lambda: self.jobs.ack(entry))
-            return
-        if begin.kind == "cancelled":
-            await self._until_ok(lambda: self.jobs.finish(entry, CANCELLED, "cancelled"))
+            await until_ok(lambda: self.jobs.ack(entry))
             return
         options, tenant = await self._info(entry.job)
+        if begin.kind == "cancelled":
+            group = await group_of(self.jobs, entry, options)
+            if group is None:
+                await until_ok(lambda: self.jobs.finish(entry, CANCELLED, "cancelled"))
+            else:  # its members were marked running with it: they are cancelled with it
+                cancelled: list[GroupWrite] = [(i, CANCELLED, "cancelled") for i in group]
+                await until_ok(lambda: self.jobs.finish_group(entry, cancelled))
+            return
         if begin.kind == "dead":
-            await self._dead_letter(entry, tenant, begin.attempts, begin.last_error)
+            await self._dead_letter(entry, options, tenant, begin.attempts, begin.last_error)
             return
         payload = json.loads(begin.payload or "{}")
         if GROUP_KEY in payload:
@@ -327,63 +311,40 @@ class Worker:
         self.judged += 1
         kind: FinishKind = "failed" if result.status == "failed" else "done"
         data = dump_json_str(result)
-        await self._until_ok(lambda: self.jobs.finish(entry, data, kind))
+        await until_ok(lambda: self.jobs.finish(entry, data, kind))
 
     async def _deliver_group(
         self, entry: Entry, indices: list[int], options: Options, tenant: str
     ) -> None:
-        """A leader's entry: judge its whole group, write the members, then the leader
-        (jobs/groups.py)."""
-        stored = await self._until_ok(lambda: self.jobs.payloads(entry.job, indices))
-        if any(p is None for p in stored):  # the job ended (cancelled, expired) meanwhile
-            await self._until_ok(lambda: self.jobs.ack(entry))
-            return
-        results = await judged_group(self.engine.for_tenant(tenant), stored, indices, options)
-        self.judged += len(results)
-        for index, result in reversed(list(zip(indices, results, strict=True))):
-            kind: FinishKind = "failed" if result.status == "failed" else "done"
-            data = dump_json_str(result)
-            if index == entry.index:  # the leader last: its entry is acknowledged with it
-                await self._write(entry, data, kind)
-            else:
-                await self._write(Entry(MEMBER_ENTRY, entry.job, index), data, kind, keep=True)
+        engine = self.engine.for_tenant(tenant)
+        self.judged += await deliver_group(
+            self.jobs, engine, self.config.name, entry, indices, options
+        )
 
     async def _dead_letter(
-        self, entry: Entry, tenant: str, attempts: int, last_error: str | None
+        self, entry: Entry, options: Options, tenant: str, attempts: int, last_error: str | None
     ) -> None:
-        ids = await self._until_ok(lambda: self.jobs.ids(entry.job, entry.index, entry.index + 1))
-        result = dead_letter_result(ids[0] if ids else f"#{entry.index}", attempts, last_error)
-        record = dead_letter_record(entry, tenant, attempts, last_error, time.time())
+        group = await group_of(self.jobs, entry, options)
+        lost: list[GroupWrite] = []
+        for index in group or [entry.index]:  # a leader: its group dies with it
+            ids = await until_ok(functools.partial(self.jobs.ids, entry.job, index, index + 1))
+            result = dead_letter_result(ids[0] if ids else f"#{index}", attempts, last_error)
+            lost.append((index, dump_json_str(result), "dead"))
+        record = dead_letter_record(entry, tenant, attempts, last_error, time.time(), group)
         log.error("%s[%d] dead-lettered: %s", entry.job, entry.index, result.error)
-        data = dump_json_str(result)
-        stored = await self._until_ok(lambda: self.jobs.payloads(entry.job, [entry.index]))
-        indices = json.loads(stored[0]).get(GROUP_KEY, []) if stored and stored[0] else []
-        for index in indices[1:]:  # a leader: its group's members die with it
-            one = await self._until_ok(
-                functools.partial(self.jobs.ids, entry.job, index, index + 1)
+        written = await until_ok(
+            lambda: (
+                self.jobs.finish_group(entry, lost, dead_record=record)
+                if group
+                else self.jobs.finish(entry, dump_json_str(result), "dead", record)
             )
-            lost = dead_letter_result(one[0] if one else f"#{index}", attempts, last_error)
-            member = Entry(MEMBER_ENTRY, entry.job, index)
-            await self._write(member, dump_json_str(lost), "dead", record, keep=True)
-        if await self._write(entry, data, "dead", record):
-            metrics.JOBS_DEAD_LETTERED.inc()
-
-    async def _write(
-        self,
-        entry: Entry,
-        data: str,
-        kind: FinishKind,
-        record: str | None = None,
-        *,
-        keep: bool = False,
-    ) -> bool:
-        return await self._until_ok(
-            lambda: self.jobs.finish(entry, data, kind, record, keep_payload=keep)
         )
+        if written:
+            metrics.JOBS_DEAD_LETTERED.inc()
 
     async def _info(self, job_id: str) -> tuple[Options, str]:
         if job_id not in self._job_info:
-            record = await self._until_ok(lambda: self.jobs.get(job_id))
+            record = await until_ok(lambda: self.jobs.get(job_id))
             if record is None:
                 raise LookupError(f"job {job_id} vanished")
             if len(self._job_info) >= 1024:

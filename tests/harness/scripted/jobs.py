@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+from judge_service.jobs.model import JobStore
+from judge_service.jobs.worker import Worker
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.harness.scripted import FakeProviderServer, call, submit
 from tests.harness.scripted.harness import encode, valid_spans
@@ -79,3 +82,18 @@ def worker_settings(server: FakeProviderServer, **extra: Any) -> dict[str, Any]:
         "allowed_judges": "anthropic:*,rules",
         **extra,
     }
+
+
+async def work_until_finished(
+    worker: Worker, jobs: JobStore, job_id: str, timeout_s: float
+) -> None:
+    """Run `worker` until the job has every result, then stop it (drained)."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        async with asyncio.timeout(timeout_s):
+            while (record := await jobs.get(job_id)) is None or record.finished_at is None:
+                await asyncio.sleep(0.05)
+    finally:
+        stop.set()
+        await task
