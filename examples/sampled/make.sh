@@ -2,7 +2,8 @@
 # Reproduce examples/sampled/: 16 problems x 4 samples from SmolLM2-135M (CPU, seed 0), each
 # with its problem's rubric (rubrics.json) in the prompt,
 # the credit of rules / value / CSCR / CoRT on them, the probe of each, the audit of the
-# rules judge, and the side-by-side comparison (compare.json, compare.html).
+# rules judge, and the side-by-side comparison (compare.json, compare.html); then the
+# rules judge single against groupwise (compare-groupwise.json, compare-groupwise.html).
 #
 #   examples/sampled/make.sh            # about 30 min on 2 busy cores
 #   SKIP_SAMPLE=1 examples/sampled/make.sh   # keep the committed rollouts
@@ -40,16 +41,19 @@ done
 $JS audit "$RUNS/probe-rules-own.jsonl" -o $OUT/audit-rules.html || true
 $JS audit --compare rules="$RUNS/probe-rules.jsonl" value="$RUNS/probe-value.jsonl" \
   cscr="$RUNS/probe-cscr.jsonl" cort="$RUNS/probe-cort.jsonl" -o $OUT/compare.html
-# Groupwise (issue 30): the rules judge single against groupwise, side by side.
+# Groupwise (issue 30): the rules judge single against groupwise, side by side, in a
+# compare of their own (in compare.json they would join its Holm family and move its p's).
+# Both are scored from the per-token credit array (--judged-credit): groupwise gives an
+# equal-reward group's rollouts g·λ·s_i on every token and no span for it.
 $JS judge $OUT/rollouts.jsonl -o "$RUNS/rules-single.jsonl" --no-progress --encoding dense
 $JS judge $OUT/rollouts.jsonl -o "$RUNS/rules-groupwise.jsonl" --no-progress --encoding dense \
   --groupwise
 $PY -m judge_service.devtools.credit_runs $OUT/rollouts.jsonl --model "$SMOL" -o "$RUNS/group" \
-  --methods "" --judged rules="$RUNS/rules-single.jsonl" \
-  --judged groupwise="$RUNS/rules-groupwise.jsonl"
+  --methods "" --judged-credit rules="$RUNS/rules-single.jsonl" \
+  --judged-credit groupwise="$RUNS/rules-groupwise.jsonl"
 for m in rules groupwise; do
   $JS probe $OUT/rollouts.jsonl "$RUNS/group/$m.jsonl" "${PROBE[@]}" -o "$RUNS/probe-group-$m.jsonl"
 done
 $JS audit --compare rules="$RUNS/probe-group-rules.jsonl" \
   groupwise="$RUNS/probe-group-groupwise.jsonl" -o "$RUNS/compare-groupwise.html"
-cp "$RUNS/compare-groupwise.json" $OUT/compare-groupwise.json
+cp "$RUNS/compare-groupwise.json" "$RUNS/compare-groupwise.html" $OUT/
