@@ -45,6 +45,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
             ratelimit.set_shared_backend(store.buckets)
         app.state.worker = start_inprocess_worker(settings, engine, job_store)
+        if engine.audit is not None:
+            engine.audit.start(engine)  # the canary schedule
         frozen = freeze_startup_heap()
         log.debug("moved %d startup objects out of the collector's way", frozen)
         try:

@@ -121,7 +121,10 @@ async def _work(name: str, concurrency: int | None) -> int:
     engine_settings = settings.model_copy(
         update={"max_concurrency": max(settings.max_concurrency, config.concurrency)}
     )
-    worker = Worker(Engine(engine_settings, store=store), open_job_store(settings, store), config)
+    engine = Engine(engine_settings, store=store)
+    worker = Worker(engine, open_job_store(settings, store), config)
+    if engine.audit is not None:
+        engine.audit.start(engine)  # the canary schedule, claimed through Redis
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -135,6 +138,7 @@ async def _work(name: str, concurrency: int | None) -> int:
     try:
         await worker.run(stop)
     finally:
+        await engine.aclose()  # the drift audit's last chunk, the judges' clients
         await store.close()
     return 0
 

@@ -61,8 +61,9 @@ class Canaries:
             self._tokenizers = tokenizers
         return self._cases, self._tokenizers
 
-    async def run(self, engine: Engine, judge: str) -> dict[str, Any]:
-        """Judge the canaries with `judge`; the run's record, stored and in the metrics."""
+    async def run(self, engine: Engine, judge: str, period: str = "") -> dict[str, Any]:
+        """Judge the canaries with `judge`; the run's record, stored and in the metrics.
+        `period`: the schedule's claim it runs under (``t<n>`` by time, ``k<n>`` by count)."""
         cases, tokenizers = await asyncio.to_thread(self._load)
         quiet = engine.quiet(tokenizers)
         options = Options.model_validate({"judge": judge, "use_cache": False, "fallback": "none"})
@@ -94,6 +95,7 @@ class Canaries:
         version = quiet.judge_for(judge).prompt_version
         run = summary(report, [r for _, r in judged], judge, version)
         run["skipped_for_cost"] = len(cases) - len(judged)
+        run["period"] = period
         await self.store.push(canary_series(judge), "runs", run, RUNS_KEPT)
         drift_metrics.set_canary(judge, run)
         return run

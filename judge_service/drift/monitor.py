@@ -138,7 +138,7 @@ class DriftMonitor:
             if mark > (after - tally.n) // every and await self.store.claim(
                 f"{judge}:k{mark}", 24 * 3600
             ):
-                await self._canary(judge)
+                await self._canary(judge, f"k{mark}")
 
     async def score(self, series: str, tally: Tally | None = None) -> Verdict:
         """Write `tally` (if any) as the series' newest chunk and score the window."""
@@ -182,11 +182,11 @@ class DriftMonitor:
     def canary_judges(self) -> list[str]:
         return self.settings.drift_canary_judges or [self.settings.default_judge]
 
-    async def _canary(self, judge: str) -> None:
+    async def _canary(self, judge: str, period: str) -> None:
         if self._engine is None:
             return
         try:
-            await self.canaries.run(self._engine, judge)
+            await self.canaries.run(self._engine, judge, period)
         except Exception:
             log.exception("drift: canary run of %s failed", judge)
 
@@ -201,7 +201,7 @@ class DriftMonitor:
                     log.warning("drift: canary claim failed: %s", exc)
                     continue
                 if won:
-                    await self._canary(judge)
+                    await self._canary(judge, f"t{period}")
             await asyncio.sleep(min(interval, SCHEDULE_TICK_S))
 
     async def drain(self) -> None:
