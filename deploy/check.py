@@ -35,6 +35,7 @@ if not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from deploy.cases import CASES, PRODUCTION_VALUES
+from deploy.hardening import check_hardening, check_network
 from deploy.keda_params import check_trigger, parameters
 from deploy.keda_redis import PLACEHOLDER, Cred, check_connection, workers_connection
 from deploy.manifests import (
@@ -222,6 +223,10 @@ def check(values: Mapping[str, Any] | None) -> list[str]:
     problems += check_names(manifests)
     problems += check_references(manifests, external_names(merged_values(values)))
     problems += check_queue(manifests)
+    merged = merged_values(values)
+    problems += check_hardening(manifests)
+    keda = merged["networkPolicy"]["kedaNamespace"] if merged["keda"]["enabled"] else None
+    problems += check_network(manifests, keda)
     return problems
 
 

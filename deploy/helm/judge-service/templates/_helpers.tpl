@@ -292,3 +292,22 @@ topologySpreadConstraints:
 checksum/config: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
 checksum/secrets: {{ include (print .Template.BasePath "/secrets.yaml") . | sha256sum }}
 {{- end }}
+
+{{/* The writable paths of a read-only root (writablePaths): the mounts, then the volumes. */}}
+{{- define "judge.writableMounts" -}}
+{{- range $name, $path := .Values.writablePaths }}
+- name: {{ $name }}
+  mountPath: {{ $path.mountPath }}
+{{- end }}
+{{- end }}
+
+{{- define "judge.writableVolumes" -}}
+{{- range $name, $path := .Values.writablePaths }}
+- name: {{ $name }}
+  emptyDir:
+    {{- with $path.sizeLimit }}
+    sizeLimit: {{ . }}
+    {{- else }} {}
+    {{- end }}
+{{- end }}
+{{- end }}
