@@ -11,20 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from deploy.manifests import Doc, Manifest
+from deploy.manifests import Doc, Manifest, pod_spec
 
 # The one capability the chart may add: the sandbox's user namespace needs it in the
 # bounding set under the default seccomp profile (values.yaml, sandbox.capSysAdmin).
 ALLOWED_ADD = {"SYS_ADMIN"}
 WRITABLE = "/tmp"  # the service's TMPDIR: an emptyDir wherever the root is read-only
-
-
-def pod_spec(m: Manifest) -> Doc | None:
-    if m.kind == "Pod":
-        return dict(m.doc["spec"])
-    if m.kind in {"Deployment", "StatefulSet", "DaemonSet", "Job"}:
-        return dict(m.doc["spec"]["template"]["spec"])
-    return None
 
 
 def check_hardening(manifests: list[Manifest]) -> Iterator[str]:

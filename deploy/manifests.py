@@ -171,7 +171,7 @@ def external_names(values: Doc) -> set[str]:
     return found
 
 
-def _pod_spec(m: Manifest) -> Doc | None:
+def pod_spec(m: Manifest) -> Doc | None:
     if m.kind == "Pod":
         return dict(m.doc["spec"])
     if m.kind in {"Deployment", "StatefulSet", "DaemonSet", "Job"}:
@@ -196,7 +196,7 @@ def check_references(manifests: list[Manifest], external: set[str]) -> Iterator[
         return (kind, name) in have or (kind == "Secret" and name in external)
 
     for m in manifests:
-        spec = _pod_spec(m)
+        spec = pod_spec(m)
         if spec is None:
             continue
         account = spec.get("serviceAccountName", "default")
