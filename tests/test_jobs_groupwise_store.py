@@ -125,7 +125,12 @@ async def test_only_the_groups_holder_writes_its_members(jobs: JobStore) -> None
     assert await jobs.write_members(leader, "slow", [(2, '{"by": "slow"}')]) == 0
     assert await jobs.write_members(taken, "next", [(1, '{"by": "next"}')]) == 1
     assert await jobs.write_members(taken, "next", [(2, '{"by": "next"}')]) == 1
-    assert await jobs.finish_group(taken, [(1, None, "done"), (2, None, "done"), *_ok([0])]) == 3
+    # "slow" comes back and commits: nothing of it stands, and the entry stays "next"'s.
+    commit: list[GroupWrite] = [(1, None, "done"), (2, None, "done"), *_ok([0])]
+    assert await jobs.finish_group(leader, commit, "{}", holder="slow") == 0
+    assert await jobs.result_slice(job_id, 0, 3) == [None] * 3
+    assert await _running(jobs, job_id) == 3 and await jobs.pending() == 2
+    assert await jobs.finish_group(taken, commit, "{}", holder="next") == 3
     assert await jobs.result_slice(job_id, 1, 2) == ['{"by": "next"}'] * 2
 
 

@@ -30,10 +30,12 @@ class RedisGroupWrites(ABC):
         writes: Sequence[GroupWrite],
         record: str | None = None,
         dead_record: str | None = None,
+        *,
+        holder: str | None = None,
     ) -> int:
         keys = self._job_keys(entry.job)
         args: list[str | int | float] = [entry.index, entry.id, GROUP, time.time(), self.ttl_s]
-        args += [entry.job, record or "", dead_record or ""]
+        args += [entry.job, record or "", dead_record or "", holder or ""]
         for index, result, kind in writes:
             args += [index, result or "", kind]
         done = int(await self.conn.run(lambda _: self._finish_group(keys=keys, args=args)))

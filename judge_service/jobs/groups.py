@@ -146,7 +146,7 @@ async def deliver_group(
     commit: list[GroupWrite] = [
         (i, data if i == entry.index else None, kind) for i, data, kind in results
     ]
-    await until_ok(lambda: jobs.finish_group(entry, commit, record))
+    await until_ok(lambda: jobs.finish_group(entry, commit, record, holder=consumer))
     return len(results)
 
 

@@ -245,11 +245,15 @@ class MemoryJobStore(JobStore):
         writes: Sequence[GroupWrite],
         record: str | None = None,
         dead_record: str | None = None,
+        *,
+        holder: str | None = None,
     ) -> int:
         job = self._jobs.get(entry.job)
-        missing = [i for i, r, _ in writes if r is None and job and i not in job.out]
-        if job is not None and entry.index not in job.out and missing:
-            raise LookupError(f"{entry.job}[{entry.index}]: a member's result was not written")
+        if job is not None and entry.index not in job.out:
+            if holder is not None and job.run.get(entry.index) != holder:
+                return 0  # begun again by another: the entry is the taker's (FINISH_GROUP)
+            if any(r is None and i not in job.out for i, r, _ in writes):
+                raise LookupError(f"{entry.job}[{entry.index}]: a member's result was not written")
         self._pending.pop(entry.id, None)
         if job is None:
             return -1

@@ -292,13 +292,19 @@ class JobStore(ABC):
         writes: Sequence[GroupWrite],
         record: str | None = None,
         dead_record: str | None = None,
+        *,
+        holder: str | None = None,
     ) -> int:
         """`finish` for a group, its leader's `entry`, in one atomic step: every result of
         `writes` committed and counted (a rollout no longer running that has a result,
         the cancelled marker, keeps it), the group's `record` (`group_records`; written
-        with the leader's result), the acknowledgement. How many results this call
-        committed: 0 when the group was committed already, -1 when the job is gone.
-        Raises (nothing done) when a provisional result it names is missing."""
+        with the leader's result), the acknowledgement. `holder`: the consumer whose
+        judging this is; it commits only while that consumer still holds the group (one
+        paused past its lease, whose group was begun again by another, commits nothing
+        and leaves the entry to the taker). None for a cancel or a dead letter. How many
+        results this call committed: 0 when the group was committed already or is not
+        the holder's, -1 when the job is gone. Raises (nothing done) when a provisional
+        result it names is missing."""
 
     @abstractmethod
     async def group_records(self, job_id: str, start: int, stop: int) -> list[str]:

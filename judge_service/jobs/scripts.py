@@ -208,31 +208,38 @@ return 1
 """
 
 # KEYS as FINISH's. ARGV: leader index, entry id (the leader's), group, now, ttl, job id,
-# group record ('' for none), dead-letter record ('' for none), then index, result, kind
-# for each rollout of the group; result '' means the member's provisional result, written
-# by WRITE_MEMBERS. The group's commit, one step: every result counted, the leader's
-# result, the group record and the acknowledgement, so a group is committed whole or not
-# at all and the record always describes the results a page shows. A rollout that is no
-# longer running and has a result (the cancelled marker) keeps it. Returns how many
-# results this call committed (0: the group was committed already), -1 if the job is
-# gone, -2 (nothing done, the entry still pending) if a provisional result is missing.
+# group record ('' for none), dead-letter record ('' for none), holder ('' for none), then
+# index, result, kind for each rollout of the group; result '' means the member's
+# provisional result, written by WRITE_MEMBERS. The group's commit, one step: every result
+# counted, the leader's result, the group record and the acknowledgement, so a group is
+# committed whole or not at all and the record always describes the results a page shows.
+# A judging's commit names its holder, and stands only while that consumer still holds
+# the group: a worker paused past its lease, whose group was taken over and begun again,
+# must neither commit the taker's provisional results under its own leader nor
+# acknowledge the entry the taker now holds. A cancel or a dead letter (no judging,
+# every result given) names none. A rollout that is no longer running and has a result
+# (the cancelled marker) keeps it. Returns how many results this call committed (0: the
+# group was committed already, or is not the holder's), -1 if the job is gone, -2
+# (nothing done, the entry still pending) if a provisional result is missing.
 FINISH_GROUP = (
     _S
     + _FINALIZE
     + _TALLY
     + """
-if redis.call('EXISTS', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
-  for k = 9, #ARGV, 3 do
+local live = redis.call('EXISTS', KEYS[1]) == 1
+if live and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
+  if ARGV[9] ~= '' and redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[9] then return 0 end
+  for k = 10, #ARGV, 3 do
     if ARGV[k + 1] == '' and redis.call('HEXISTS', KEYS[2], ARGV[k]) == 0 then return -2 end
   end
 end
 redis.call('XACK', KEYS[4], ARGV[3], ARGV[2])
 redis.call('XDEL', KEYS[4], ARGV[2])
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if not live then return -1 end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
 local written, dead, record = 0, false, nil
 if ARGV[8] ~= '' then record = ARGV[8] end
-for k = 9, #ARGV, 3 do
+for k = 10, #ARGV, 3 do
   local i = ARGV[k]
   if redis.call('HDEL', KEYS[3], i) == 1 or redis.call('HEXISTS', KEYS[2], i) == 0 then
     if ARGV[k + 1] ~= '' then redis.call('HSET', KEYS[2], i, ARGV[k + 1]) end
