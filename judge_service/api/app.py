@@ -17,7 +17,7 @@ from judge_service.api.auth import (
 )
 from judge_service.api.errors import install_error_handlers
 from judge_service.api.limits import BodySizeLimit
-from judge_service.api.routes import credit, health, jobs, judge, judgments, rubric
+from judge_service.api.routes import audit, credit, health, jobs, judge, judgments, rubric
 from judge_service.config import Settings, get_settings
 from judge_service.heap import freeze_startup_heap
 from judge_service.jobs import open_job_store
@@ -75,7 +75,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_auth_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    for router in (judge.router, credit.router, jobs.router, judgments.router, rubric.router):
+    routers = (judge.router, credit.router, jobs.router, judgments.router, rubric.router)
+    for router in (*routers, audit.router):
         app.include_router(router, dependencies=[Depends(authenticate)], responses=AUTH_RESPONSES)
     app.include_router(health.router)
     return app

@@ -16,6 +16,7 @@ from judge_service_client.integrations.verl import (
     encode_token_rewards,
     fold_judge_credit,
     judge_groups,
+    watch_drift,
 )
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "encode_token_rewards",
     "fold_judge_credit",
     "judge_groups",
+    "watch_drift",
 ]

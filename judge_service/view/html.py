@@ -89,6 +89,12 @@ def page_html(page: Page) -> str:
     return _ENV.get_template("page.html.j2").render(page=page, csp=_PAGE_META_CSP, css=Markup(CSS))
 
 
+def render_page(template: str, **values: Any) -> str:
+    """A whole document from `template`, with the page's stylesheet and CSP meta; serve it
+    with `PAGE_CSP`."""
+    return _ENV.get_template(template).render(csp=_PAGE_META_CSP, css=Markup(CSS), **values)
+
+
 def fragment_html(page: Page) -> str:
     """The body of one judgment's page, for the run report to show when it is opened."""
     return _ENV.get_template("fragment.html.j2").render(page=page)

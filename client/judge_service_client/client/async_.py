@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from judge_service_client.audit import DriftReport
 from judge_service_client.client.calls import BaseClient, Call, Emit, Sleep, Steps, T
 from judge_service_client.client.wire import OptionsLike, RolloutLike
 from judge_service_client.schemas import (
@@ -96,6 +97,9 @@ class AsyncJudgeClient(BaseClient[httpx.AsyncBaseTransport]):
         self, job_id: str, *, timeout: float | None = None, poll_s: float = 0.5
     ) -> JobView:
         return await self._run(self._wait_job(job_id, timeout, poll_s))
+
+    async def drift(self, *, points: int = 100) -> DriftReport:
+        return await self._run(self._drift(points))
 
     async def results_page(
         self, job_id: str, cursor: str | None = None, limit: int = 100

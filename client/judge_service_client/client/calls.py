@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
+from judge_service_client.audit import DriftReport
 from judge_service_client.client.errors import JobTimeoutError, TransportError
 from judge_service_client.client.wire import (
     DEFAULT_MAX_BATCH,
@@ -203,6 +204,10 @@ class BaseClient(Generic[TransportT]):
             if deadline is not None and time.monotonic() + poll_s > deadline:
                 raise JobTimeoutError(f"job {job_id} is still {view.status} after {timeout} s")
             yield Sleep(poll_s)
+
+    def _drift(self, points: int) -> Call[DriftReport]:
+        response = yield from self._request("GET", "/v1/audit/drift", params={"points": points})
+        return DriftReport.model_validate_json(response.content)
 
     def _results_page(self, job_id: str, cursor: str | None, limit: int) -> Call[JobResultsPage]:
         params: dict[str, Any] = {"limit": limit}

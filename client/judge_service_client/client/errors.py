@@ -16,12 +16,17 @@ JudgeClientError
 │   └── ServerError             5xx
 │       └── ServiceUnavailableError  503: e.g. the tokenizer hub or Redis is down,
 │                                    still so after the retries
-└── JobTimeoutError             wait_job / iter_results: the job did not finish in time
+├── JobTimeoutError             wait_job / iter_results: the job did not finish in time
+└── JudgeDriftError             a trainer integration told to stop on a bad drift verdict
+                                (`integrations.drift.DriftWatch`); carries the report
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from judge_service_client.audit import DriftReport
 
 
 class JudgeClientError(Exception):
@@ -131,3 +136,13 @@ def error_class(status_code: int) -> type[APIStatusError]:
     if status_code >= 500:
         return ServerError
     return APIStatusError
+
+
+class JudgeDriftError(JudgeClientError):
+    """The service's drift audit says the judge went bad, and the run was told to stop."""
+
+    def __init__(self, report: DriftReport) -> None:
+        bad = [j for j in report.judges if j.verdict == "bad"]
+        reasons = "; ".join(f"{j.judge} ({j.prompt_version}): {j.reason}" for j in bad)
+        super().__init__(f"the judge's drift verdict is bad: {reasons}")
+        self.report = report

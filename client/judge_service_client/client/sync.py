@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from judge_service_client.audit import DriftReport
 from judge_service_client.client.calls import BaseClient, Call, Emit, Sleep, Steps, T
 from judge_service_client.client.wire import OptionsLike, RolloutLike
 from judge_service_client.schemas import (
@@ -107,6 +108,11 @@ class JudgeClient(BaseClient[httpx.BaseTransport]):
     ) -> JobView:
         """Poll until the job is done, failed or cancelled; JobTimeoutError after `timeout`."""
         return self._run(self._wait_job(job_id, timeout, poll_s))
+
+    def drift(self, *, points: int = 100) -> DriftReport:
+        """The drift audit of the judges this key's rollouts were judged by
+        (``GET /v1/audit/drift``): ``.verdict`` is the worst of ``ok``, ``drifting``, ``bad``."""
+        return self._run(self._drift(points))
 
     def results_page(
         self, job_id: str, cursor: str | None = None, limit: int = 100

@@ -30,7 +30,8 @@ advantages straight to the Liger loss, whose (B, T) support is unverified.
 Metrics (in the trainer's logs, averaged per logging step like TRL's own):
 ``judge/share`` = Σ|credit| / (Σ_i |A_i|·n_i + Σ|credit|) over the masked tokens of the
 batch (all processes), ``judge/fallback`` and ``judge/failed`` (results per step), and
-``judge/credit_abs_mean`` (mean |credit| per masked token).
+``judge/credit_abs_mean`` (mean |credit| per masked token), and ``judge/drift`` (the
+service's drift verdict, every ``judge_drift_every`` steps: 0 ok, 1 drifting, 2 bad).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from trl.trainer.grpo_trainer import GRPOTrainer
 
 from judge_service_client.client import JudgeClient
 from judge_service_client.client.arrays import to_padded
+from judge_service_client.integrations.drift import DriftWatch
 from judge_service_client.schemas import BatchResponse, Options
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,9 @@ class JudgeCreditGRPOTrainer(GRPOTrainer):
     judge_errors: "raise" (default) stops training when the service cannot be reached;
         "zero" trains that step on TRL's advantages alone and counts ``judge/errors``.
     judge_in_eval: also judge evaluation batches (off: their advantages are not trained on).
+    judge_drift_every: ask the service's drift audit every this many steps (0: never); the
+        verdict is logged and in the metrics as ``judge/drift`` (0 ok, 1 drifting, 2 bad).
+    judge_stop_on_bad: raise ``JudgeDriftError`` (ending the run) when the verdict is bad.
 
     With ``judge_options={"groupwise": True}`` each prompt's ``num_generations``
     completions are judged as one group (divergence points, equal-reward scores).
@@ -82,12 +87,15 @@ class JudgeCreditGRPOTrainer(GRPOTrainer):
         judge_errors: Literal["raise", "zero"] = "raise",
         judge_in_eval: bool = False,
         require_dr_grpo: bool = True,
+        judge_drift_every: int = 50,
+        judge_stop_on_bad: bool = False,
         **kwargs: Any,
     ) -> None:
         if judge_client is None and not judge_url:
             raise ValueError("JudgeCreditGRPOTrainer needs judge_url (or judge_client)")
         if judge_errors not in ("raise", "zero"):
             raise ValueError(f"judge_errors must be 'raise' or 'zero', not {judge_errors!r}")
+        drift = DriftWatch(judge_drift_every, stop_on_bad=judge_stop_on_bad)
         options = judge_options if isinstance(judge_options, Options) else None
         if options is None:
             fields = dict(judge_options or {})
@@ -108,6 +116,7 @@ class JudgeCreditGRPOTrainer(GRPOTrainer):
         self.reference_column = reference_column
         self.judge_errors = judge_errors
         self.judge_in_eval = judge_in_eval
+        self.judge_drift = drift
         # The last batch the service judged, with the rows of the local batch it covers
         # (spans, labels, credit), for callbacks and logging; TRL keeps only the tensors.
         self.last_judged: tuple[list[int], BatchResponse] | None = None
@@ -125,6 +134,11 @@ class JudgeCreditGRPOTrainer(GRPOTrainer):
         credit = credit.to(device=advantages.device, dtype=advantages.dtype) * loss_mask
         output["advantages"] = advantages.unsqueeze(1) + credit
         self._log_judge(mode, advantages, credit, loss_mask, counts)
+        if mode == "train":
+            # Before this step's advantages train: a bad judge stops the run here.
+            level = self.judge_drift.check(self.judge_client, self.state.global_step)
+            if level is not None:
+                self._metrics[mode]["judge/drift"].append(level)
         return output
 
     def _credit(

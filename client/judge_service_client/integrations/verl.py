@@ -50,6 +50,10 @@ reads ``JUDGE_URL``, ``JUDGE_API_KEY`` and ``JUDGE_OPTIONS`` from its own enviro
 lone sample is judged alone; a group the service refuses (a 4xx) sample by sample, where
 a sample's own 4xx fails that sample alone.
 
+Drift: the wrapped ``extract_reward`` also asks the service's drift audit every
+``JUDGE_DRIFT_EVERY`` steps (default 50; ``watch_drift``), logs the verdict and, with
+``JUDGE_STOP_ON_BAD=1``, stops the run on ``bad``.
+
 Config::
 
     VERL_USE_EXTERNAL_MODULES=judge_service_client.integrations.verl \\
@@ -79,8 +83,9 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 from verl.trainer.ppo import reward as verl_reward
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, register_adv_est
 
-from judge_service_client.client import AsyncJudgeClient
+from judge_service_client.client import AsyncJudgeClient, JudgeClient
 from judge_service_client.client.errors import ClientRequestError
+from judge_service_client.integrations.drift import DriftWatch
 from judge_service_client.schemas import Options, Result
 
 log = logging.getLogger(__name__)
@@ -94,6 +99,7 @@ __all__ = [
     "encode_token_rewards",
     "fold_judge_credit",
     "judge_groups",
+    "watch_drift",
 ]
 
 ESTIMATOR = "judge_credit"
@@ -210,7 +216,7 @@ def _install() -> None:
     if not getattr(current, "_judge_credit", False):
 
         def extract_reward(batch: DataProto) -> Any:
-            return current(fold_judge_credit(judge_groups(batch)))
+            return current(fold_judge_credit(watch_drift(judge_groups(batch))))
 
         extract_reward._judge_credit = True  # type: ignore[attr-defined]
         verl_reward.extract_reward = extract_reward
@@ -362,6 +368,33 @@ def judge_groups(batch: DataProto, client: AsyncJudgeClient | None = None) -> Da
     for i, result in results.items():
         credit[i], status[i] = _credit_and_status(result)
     batch.non_tensor_batch[CREDIT_KEY], batch.non_tensor_batch[STATUS_KEY] = credit, status
+    return batch
+
+
+_WATCH: list[tuple[DriftWatch, JudgeClient]] = []  # the driver's, made on first use
+
+
+def watch_drift(batch: DataProto, client: JudgeClient | None = None) -> DataProto:
+    """On the driver, once per judged batch: every ``JUDGE_DRIFT_EVERY`` steps (default 50,
+    0: never) ask the service's drift audit, log the verdict and put it in
+    ``batch.meta_info["judge_drift"]`` (0 ok, 1 drifting, 2 bad); with
+    ``JUDGE_STOP_ON_BAD=1`` a bad verdict raises ``JudgeDriftError`` (the run stops before
+    the step trains). A batch the judge never saw passes untouched."""
+    if STATUS_KEY not in batch.non_tensor_batch:
+        return batch
+    if not _WATCH:
+        every = int(os.environ.get("JUDGE_DRIFT_EVERY") or 50)
+        stop = os.environ.get("JUDGE_STOP_ON_BAD", "").lower() in ("1", "true", "yes")
+        url = os.environ.get("JUDGE_URL")
+        if client is None and not url:
+            return batch
+        made = client or JudgeClient(str(url), api_key=os.environ.get("JUDGE_API_KEY"))
+        _WATCH.append((DriftWatch(every, stop_on_bad=stop), made))
+    watch, known = _WATCH[0]
+    step = int(batch.meta_info.get("global_steps", 0))
+    level = watch.check(client or known, step)
+    if level is not None:
+        batch.meta_info["judge_drift"] = level
     return batch
 
 

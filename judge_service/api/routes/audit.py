@@ -1,0 +1,54 @@
+"""The live drift audit of the caller's judges: JSON and a page."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse
+from judge_service_client.audit import DriftReport
+
+from judge_service.api.deps import EngineDep
+from judge_service.drift.report import drift_report
+from judge_service.schemas import ERROR_RESPONSES
+from judge_service.view.drift import drift_html
+from judge_service.view.html import PAGE_CSP
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+Points = Annotated[
+    int, Query(ge=1, le=500, description="the newest this many points and canary runs per judge")
+]
+
+
+@router.get("/drift", operation_id="get_drift", responses=ERROR_RESPONSES)
+async def get_drift(engine: EngineDep, points: Points = 100) -> DriftReport:
+    """Each judge (and prompt version) this API key's rollouts were judged by: its verdict
+    (`ok`, `drifting`, `bad`) and why, every measure of its window against its baseline
+    (Jensen–Shannon divergence), the shadow checks' agreement with the rules judge's
+    checker, the verdict after each chunk and its canary runs. Scored now from the store
+    every worker writes to; `enabled` false when the server runs without the audit."""
+    return await drift_report(engine.audit, engine.tenant, points)
+
+
+@router.get(
+    "/drift/view",
+    operation_id="view_drift",
+    response_class=HTMLResponse,
+    responses=ERROR_RESPONSES,
+)
+async def view_drift(engine: EngineDep, points: Points = 100) -> HTMLResponse:
+    """The same as a page: a time series per measure with the thresholds drawn, the window
+    against its baseline and the canary runs. No script, and a Content-Security-Policy that
+    allows no request."""
+    report = await drift_report(engine.audit, engine.tenant, points)
+    settings = engine.settings
+    page = drift_html(report, drifting=settings.drift_drifting_score, bad=settings.drift_bad_score)
+    return HTMLResponse(
+        page,
+        headers={
+            "Content-Security-Policy": PAGE_CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+        },
+    )
