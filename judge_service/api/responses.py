@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi.responses import Response
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 
 from judge_service.offload import OFFLOAD_TOKENS
+from judge_service.view.html import PAGE_CSP
 from judge_service.wire_json import dump_json
 
 
@@ -25,3 +26,15 @@ async def json_response(model: BaseModel, num_tokens: int) -> Response:
     else:
         body = dump_json(model)
     return Response(content=body, media_type="application/json")
+
+
+def html_page(page: str) -> HTMLResponse:
+    """A viewer page, with the headers that lock it down (no script, no request, no frame)."""
+    return HTMLResponse(
+        page,
+        headers={
+            "Content-Security-Policy": PAGE_CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+        },
+    )

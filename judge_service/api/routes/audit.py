@@ -9,10 +9,10 @@ from fastapi.responses import HTMLResponse
 from judge_service_client.audit import DriftReport
 
 from judge_service.api.deps import EngineDep
+from judge_service.api.responses import html_page
 from judge_service.drift.report import drift_report
 from judge_service.schemas import ERROR_RESPONSES
 from judge_service.view.drift import drift_html
-from judge_service.view.html import PAGE_CSP
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -44,11 +44,4 @@ async def view_drift(engine: EngineDep, points: Points = 100) -> HTMLResponse:
     report = await drift_report(engine.audit, engine.tenant, points)
     settings = engine.settings
     page = drift_html(report, drifting=settings.drift_drifting_score, bad=settings.drift_bad_score)
-    return HTMLResponse(
-        page,
-        headers={
-            "Content-Security-Policy": PAGE_CSP,
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-        },
-    )
+    return html_page(page)

@@ -10,13 +10,14 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import HTMLResponse
 
 from judge_service.api.deps import SettingsDep, StoreDep, TenantDep
+from judge_service.api.responses import html_page
 from judge_service.config import Settings
 from judge_service.errors import InputError, NotFoundError
 from judge_service.judgment import Judgment, to_result
 from judge_service.resolve import resolve
 from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Options, Result
 from judge_service.store import Store
-from judge_service.view.html import PAGE_CSP, page_html
+from judge_service.view.html import page_html
 from judge_service.view.model import build_page
 
 router = APIRouter(prefix="/v1/judgments", tags=["judgments"])
@@ -66,15 +67,7 @@ async def view_judgment(
     and no request. A judgment stored before the text was kept renders without it."""
     judgment = Judgment.loads(await _stored(store, tenant, key))
     result = _result_of(judgment, key, settings, "spans")
-    page = page_html(build_page(result, judgment.source, key=key))
-    return HTMLResponse(
-        page,
-        headers={
-            "Content-Security-Policy": PAGE_CSP,
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-        },
-    )
+    return html_page(page_html(build_page(result, judgment.source, key=key)))
 
 
 def _as_result(data: str, key: str, settings: Settings, encoding: CreditEncoding) -> Result:
