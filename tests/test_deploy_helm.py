@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from judge_service.cli.main import build_parser
+from judge_service.jobs import liveness
 from judge_service.store.redis_conn import GROUP, Keys
 
 DEPLOY_MODULES = {"helm_python", "kubernetes_validate", "jsonschema"}
@@ -95,8 +96,11 @@ def test_probes_and_commands_are_the_services(production: dict[str, Any]) -> Non
     worker, work = _container(found, "worker")
     args = parser.parse_args(work["command"][1:])
     assert args.command == "worker" and args.metrics_port == work["ports"][0]["containerPort"]
-    liveness = parser.parse_args(work["livenessProbe"]["exec"]["command"][1:])
-    assert liveness.command == "worker" and liveness.healthcheck
+    # The worker answers its own liveness on its metrics port: no process per probe.
+    for probe in ("startupProbe", "livenessProbe"):
+        assert work[probe]["httpGet"] == {"path": liveness.PATH, "port": "metrics"}
+        assert "exec" not in work[probe]
+    assert work["ports"][0]["name"] == "metrics"
     assert worker.doc["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 10001
     assert work["securityContext"]["allowPrivilegeEscalation"] is False
     # No JUDGE_SERVICE_* variables from Service links in a process configured by JUDGE_*.
@@ -288,10 +292,10 @@ def test_validator_rejects_a_broken_manifest() -> None:
     worker, _ = _container(manifests.render(None), "worker")
     assert manifests.validate_manifest(worker) == []
     typo = copy.deepcopy(worker.doc)
-    typo["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["exec"]["comand"] = []
+    typo["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["pth"] = "/"
     wrong_type = copy.deepcopy(worker.doc)
     wrong_type["spec"]["replicas"] = "three"
-    for doc, complaint in ((typo, "'comand' was unexpected"), (wrong_type, "'three'")):
+    for doc, complaint in ((typo, "'pth' was unexpected"), (wrong_type, "'three'")):
         (error,) = manifests.validate_manifest(Manifest(worker.template, doc))
         assert complaint in error and worker.template in error
 

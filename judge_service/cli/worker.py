@@ -5,7 +5,9 @@ Run as many as you like, on as many machines as you like, against one Redis
 exits 0 when a worker on this host has a fresh heartbeat (the compose file's
 healthcheck), 1 otherwise. ``--metrics-port`` serves this worker's own Prometheus
 metrics (what it judged, its reclaims and retries, the queue's gauges): a scraper
-reaches every worker, not only the API.
+reaches every worker, not only the API; and ``/healthz`` there, the same answer as
+``--healthcheck`` from the worker itself, without a process per probe (the Helm chart's
+probes).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
+from judge_service.jobs.liveness import HEALTHY_WITHIN_S  # --healthcheck means /healthz's
+
 if TYPE_CHECKING:
     from judge_service.config import Settings
     from judge_service.jobs.worker import WorkerConfig
-
-HEALTHY_WITHIN_S = 30.0
 
 
 def register(subparsers: Any) -> None:
@@ -75,15 +77,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve_metrics(host: str, port: int) -> None:
-    """Prometheus text at http://host:port/metrics, from a thread (the judging loop never
-    waits for a scrape), from the same registry the engine and the worker count into."""
-    from prometheus_client import start_http_server
-
+    """Prometheus text at http://host:port/metrics, and the worker's liveness at /healthz
+    (`jobs.liveness`: the Kubernetes probe), from a thread (the judging loop never waits
+    for a scrape), from the same registry the engine and the worker count into."""
+    from judge_service.jobs.liveness import serve
     from judge_service.metrics import REGISTRY
 
-    server, _ = start_http_server(port, addr=host, registry=REGISTRY)
+    server = serve(host, port, REGISTRY)
     logging.getLogger(__name__).info(
-        "metrics on http://%s:%d/metrics", host, server.server_address[1]
+        "metrics on http://%s:%d/metrics, liveness on /healthz", host, server.server_address[1]
     )
 
 

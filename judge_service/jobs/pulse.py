@@ -19,6 +19,7 @@ from prometheus_client import Gauge
 
 from judge_service import metrics
 from judge_service.errors import StoreUnavailable
+from judge_service.jobs.liveness import LIVENESS
 from judge_service.jobs.model import JobStore, QueueStats
 from judge_service.store.redis_conn import GROUP
 
@@ -48,6 +49,7 @@ class Pulse:
 
     async def beat(self) -> None:
         await self.jobs.heartbeat(self.name, external=self.external)
+        LIVENESS.beat()  # what the worker's /healthz answers from
 
     def start(self) -> None:
         self._tasks = [
