@@ -26,6 +26,7 @@ from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.drift.monitor import DriftMonitor
 from judge_service.drift.store import open_drift_store
 from judge_service.errors import InputError, JudgeError, LimitError, UnavailableError
+from judge_service.group.settle import reference_settler
 from judge_service.judges.base import (
     Judge,
     JudgeOutcome,
@@ -236,6 +237,10 @@ class Engine:
                 cache_state = await self.cache.save(
                     self.tenant, key, judgment, replace=lacks_transcript
                 )
+        if extra is None and using is None:
+            # Judged alone with a reference solution: the reference is a correct sibling,
+            # and the rollout gets its divergence point as a group's member would.
+            extra = reference_settler(rollout, resolved)
         if extra is not None and judgment.status != "failed":
             # Validating the added spans builds the trace's index: off the loop when large.
             settled = await off_loop(

@@ -17,10 +17,7 @@ from judge_service.grounding import Verdict
 from judge_service.group.divergence import (
     Divergence,
     Member,
-    agreement,
     divergences,
-    step_key,
-    steps,
     submissions,
 )
 from judge_service.spans import Span, merge_spans
@@ -37,7 +34,11 @@ RIGHT = [*PROBLEM_STEPS, "17 × 4 = 68.", "340 + 68 = 408.", "So the answer is \
 # A copy of RIGHT up to one false line, then on to the wrong answer it implies.
 FALSE_AT_3 = [*PROBLEM_STEPS, "17 × 4 = 78.", "340 + 78 = 418.", "So the answer is \\boxed{418}."]
 # Parts with no false arithmetic: a plan that leads to the wrong answer.
-WRONG_PLAN = [*PROBLEM_STEPS[:2], "Only the 20 matters here.", "So the answer is \\boxed{340}."]
+WRONG_PLAN = [
+    *PROBLEM_STEPS[:2],
+    "Only the 20 matters, so take 17 × 20 = 340 alone.",
+    "So the answer is \\boxed{340}.",
+]
 # Another route to the right answer, sharing only the first step.
 OTHER_ROUTE = ["We need 17 × 24.", "24 × 17 = 408.", "So the answer is \\boxed{408}."]
 
@@ -102,27 +103,27 @@ def test_a_copy_up_to_one_false_line_diverges_on_that_line_only(tok: LoadedToken
 def test_a_departure_that_is_not_false_but_ends_wrong_is_still_invalid(
     tok: LoadedTokenizer,
 ) -> None:
+    # The plan line computes a true partial product the correct route shares (340), and
+    # takes it for the answer: the answer is computed there, and that is the point.
     group = [member(tok, RIGHT, 1.0), member(tok, WRONG_PLAN, 0.0)]
     (point,) = divergences(group)
     assert (point.agreed, point.reason) == (2, "leads_to_wrong_answer")
-    assert point.text == "Only the 20 matters here." and point.label == L.INVALID
+    assert point.text == WRONG_PLAN[2] and point.label == L.INVALID
     credit = credit_of(group, point)
     assert (credit[point.start : point.end] < 0).all() and np.count_nonzero(credit) == len(
         range(point.start, point.end)
     )
 
 
-def test_the_sibling_that_agrees_longest_pins_the_point(tok: LoadedTokenizer) -> None:
-    # Sibling 0 parts at step 1 already (another route); sibling 2 follows the wrong
-    # rollout to its false line: the point is there, found against sibling 2.
+def test_a_sibling_by_another_route_moves_no_point(tok: LoadedTokenizer) -> None:
+    # Sibling 0 takes another route; the point is still the false line, with or without
+    # it, and every correct sibling is named in group order.
     group = [member(tok, OTHER_ROUTE, 1.0), member(tok, FALSE_AT_3, 0.0), member(tok, RIGHT, 1.0)]
     (point,) = divergences(group)
-    assert (point.sibling, point.siblings, point.agreed) == (2, (2,), 3)
-    assert point.reason == "checker_false"
-    # Siblings agreeing as long: all are named, in group order; the first is `sibling`.
-    group = [member(tok, RIGHT, 1.0), member(tok, FALSE_AT_3, 0.0), member(tok, RIGHT, 1.0)]
-    (point,) = divergences(group)
-    assert (point.sibling, point.siblings) == (0, (0, 2))
+    assert (point.sibling, point.siblings, point.agreed) == (0, (0, 2), 3)
+    assert point.reason == "checker_false" and point.text == "17 × 4 = 78."
+    (alone,) = divergences([member(tok, OTHER_ROUTE, 1.0), member(tok, FALSE_AT_3, 0.0)])
+    assert (alone.start, alone.end) == (point.start, point.end)
 
 
 def test_no_point_without_a_correct_sibling_or_a_departure(tok: LoadedTokenizer) -> None:
@@ -134,12 +135,18 @@ def test_no_point_without_a_correct_sibling_or_a_departure(tok: LoadedTokenizer)
     assert divergences([member(tok, RIGHT, 1.0), member(tok, RIGHT, 1.0)]) == []
 
 
-def test_a_wrong_rollout_that_shares_nothing_has_no_point(tok: LoadedTokenizer) -> None:
-    # No step in common with any correct sibling: nothing says which of its steps was the
-    # wrong turn, and its first line is no more to blame than the rest.
+def test_a_wrong_rollout_that_shares_no_line_is_still_pointed(tok: LoadedTokenizer) -> None:
+    # No line in common with any correct sibling, but steps are compared by what they
+    # compute: its wrong value 400 comes from nothing written; the reasoning that made it
+    # ("Let x be", no number) begins on its first line, and that is the point.
     alone = ["Let x be the product.", "Then x is about 400.", "So the answer is \\boxed{400}."]
     group = [member(tok, RIGHT, 1.0), member(tok, alone, 0.0), member(tok, OTHER_ROUTE, 1.0)]
-    assert divergences(group) == []
+    (point,) = divergences(group)
+    assert (point.rollout, point.text, point.agreed) == (1, "Let x be the product.", 0)
+    # Given a number it starts from, the reasoning is no longer from nothing.
+    counted = ["We need 17 × 24.", "Then it is about 400.", "So the answer is \\boxed{400}."]
+    (point,) = divergences([member(tok, RIGHT, 1.0), member(tok, counted, 0.0)])
+    assert (point.text, point.agreed) == ("Then it is about 400.", 1)
 
 
 def test_a_step_a_correct_sibling_shares_is_never_the_point(tok: LoadedTokenizer) -> None:
@@ -176,12 +183,15 @@ def test_going_on_past_a_correct_sibling_to_a_wrong_answer(tok: LoadedTokenizer)
     assert (point.agreed, point.reason, point.text) == (5, "leads_to_wrong_answer", on[5])
 
 
-def test_a_departure_after_the_wrong_answer_is_no_point(tok: LoadedTokenizer) -> None:
-    # Both wrote 418 first; the correct one then corrected itself. The wrong one's
-    # departure comes after its answer: it did not lead there.
+def test_a_wrong_answer_a_sibling_wrote_and_retracted_is_still_the_point(
+    tok: LoadedTokenizer,
+) -> None:
+    # Both wrote 418 first; the correct one then corrected itself. Its retracted 418 is
+    # no step of the correct route: the wrong rollout's point is where it writes 418.
     right = [*PROBLEM_STEPS, "\\boxed{418}", "No: 340 + 68 = 408, so \\boxed{408}."]
     wrong = [*PROBLEM_STEPS, "\\boxed{418}", "Done."]
-    assert divergences([member(tok, right, 1.0), member(tok, wrong, 0.0)]) == []
+    (point,) = divergences([member(tok, right, 1.0), member(tok, wrong, 0.0)])
+    assert (point.text, point.agreed) == ("\\boxed{418}", 3)
 
 
 def test_without_a_reward_the_answer_against_the_reference_decides(
@@ -190,8 +200,10 @@ def test_without_a_reward_the_answer_against_the_reference_decides(
     group = [member(tok, RIGHT, None), member(tok, FALSE_AT_3, None)]
     assert [m.correct for m in group] == [True, False]
     assert [d.rollout for d in divergences(group)] == [1]
-    # No answer and no reward: neither right nor wrong, no part in the group.
-    assert member(tok, RIGHT[:3], None).correct is None
+    # No box and no reward: its last result (340) is read against the reference.
+    assert member(tok, RIGHT[:3], None).correct is False
+    # Nothing to read against: neither right nor wrong, no part in the group.
+    assert Member(group[0].trace, reference_answer=None).correct is None
 
 
 def test_undecoded_members_take_no_part_and_submissions_go_per_rollout(
@@ -206,14 +218,6 @@ def test_undecoded_members_take_no_part_and_submissions_go_per_rollout(
     assert per_rollout[2][0]["evidence"] == "17 × 4 = 78."
 
 
-def test_steps_compare_in_the_checkers_form() -> None:
-    # The checker reads "times" as ×; spacing never makes two steps differ.
-    assert step_key("  17 times 4  =   68. ") == step_key("17 × 4 = 68.")
-    found = steps("a\n\n  b  \r\n")
-    assert [(s.key, "a\n\n  b  \r\n"[s.start : s.end]) for s in found] == [("a", "a"), ("b", "b")]
-    assert agreement(steps("a\nb\nc"), steps("a\n b\nd\nc")) == 2
-
-
 def test_merge_leaves_the_judges_own_spans_standing() -> None:
     judged = [Span(10, 20, L.VALID_PROGRESS, 0.9, "x")]
     points = [Span(15, 25, L.INVALID, 1.0, "y"), Span(30, 40, L.UNSUPPORTED, 1.0, "z")]
@@ -221,55 +225,3 @@ def test_merge_leaves_the_judges_own_spans_standing() -> None:
     assert [(s.start, s.label) for s in merged] == [(10, L.VALID_PROGRESS), (30, L.UNSUPPORTED)]
 
 
-# Lines a rollout may take at each place; a rollout is correct when it ends in 408.
-_POOL = [
-    "We need 17 × 24.",
-    "Split 24 into 20 + 4.",
-    "17 × 20 = 340.",
-    "17 × 4 = 68.",
-    "17 × 4 = 78.",
-    "Only the 20 matters here.",
-    "Let me think.",
-]
-_ENDS = ["So the answer is \\boxed{408}.", "So the answer is \\boxed{418}."]
-
-
-@st.composite
-def groups(draw: st.DrawFn) -> list[tuple[list[str], bool]]:
-    """2 to 6 rollouts, each a piece of one shared path and a tail of its own."""
-    size = draw(st.integers(2, 6))
-    path = draw(st.lists(st.sampled_from(_POOL), max_size=5))
-    out = []
-    for _ in range(size):
-        shared = path[: draw(st.integers(0, len(path)))]
-        tail = draw(st.lists(st.sampled_from(_POOL), max_size=3))
-        right = draw(st.booleans())
-        out.append(([*shared, *tail, _ENDS[0 if right else 1]], right))
-    return out
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(groups())
-def test_the_point_is_the_first_step_no_correct_sibling_shares(
-    bpe: LoadedTokenizer, drawn: list[tuple[list[str], bool]]
-) -> None:
-    group = [member(bpe, lines, 1.0 if right else 0.0) for lines, right in drawn]
-    lines = [steps(m.trace.text) for m in group]
-    correct = [i for i, (_, right) in enumerate(drawn) if right]
-    points = divergences(group)
-    assert all(not drawn[p.rollout][1] for p in points)
-    for p in points:
-        own = lines[p.rollout]
-        shared = {c: agreement(own, lines[c]) for c in correct}
-        # Every step before the point was made, in that place, by a correct sibling;
-        # the point itself by none.
-        assert p.agreed == max(shared.values()) >= 1
-        assert p.siblings == tuple(c for c in correct if shared[c] == p.agreed)
-        assert p.sibling == p.siblings[0]
-        step = own[p.agreed]
-        trace = group[p.rollout].trace
-        assert trace.span_text(p.start, p.end).strip() == trace.text[step.start : step.end]
-        assert (p.start, p.end) == trace.tokens_for_chars(step.start, step.end)
-    # No correct rollout: no point at all.
-    if not correct:
-        assert points == []

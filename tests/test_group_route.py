@@ -22,7 +22,11 @@ PROBLEM = "What is 17 × 24?"
 SHARED = ["We need 17 × 24.", "Split 24 into 20 + 4.", "17 × 20 = 340."]
 RIGHT = [*SHARED, "17 × 4 = 68.", "340 + 68 = 408.", "So the answer is \\boxed{408}."]
 FALSE_AT_3 = [*SHARED, "17 × 4 = 78.", "340 + 78 = 418.", "So the answer is \\boxed{418}."]
-WRONG_PLAN = [*SHARED[:2], "Only the 20 matters here.", "So the answer is \\boxed{340}."]
+WRONG_PLAN = [
+    *SHARED[:2],
+    "Only the 20 matters, so take 17 × 20 = 340 alone.",
+    "So the answer is \\boxed{340}.",
+]
 # Right in the end, with an arithmetic slip it repairs: worse than RIGHT by its credit.
 REPAIRED = [*SHARED, "17 × 4 = 78.", "No: 17 × 4 = 68.", "340 + 68 = 408.", "\\boxed{408}"]
 
@@ -86,11 +90,16 @@ def test_a_wrong_copy_gets_its_negative_credit_on_the_line_it_departs(
     assert not (credit[: plan["start"]] < 0).any()
     spans = [(s["start"], s["end"], s["label"]) for s in results[2]["spans"]]
     assert (plan["start"], plan["end"], "invalid") in spans
-    # The same rollouts judged one by one: no span on the plan's departure.
+    # The same rollouts judged one by one: no negative span on the plan's departure (its
+    # arithmetic is true; only the group shows that 340 is no answer).
     alone = client.post(
         "/v1/judge/batch", json={"rollouts": [{**group[2], "group_id": None}]}
     ).json()["results"][0]
-    assert not any(s["start"] < plan["end"] and plan["start"] < s["end"] for s in alone["spans"])
+    negative = {"invalid", "unsupported", "unproductive_repetition"}
+    assert not any(
+        s["start"] < plan["end"] and plan["start"] < s["end"] and s["label"] in negative
+        for s in alone["spans"]
+    )
     # The false line: the rules judge itself marks its claim invalid; the divergence span
     # stands back (the judge's span stands, spans never overlap), and nothing before the
     # line is negative.

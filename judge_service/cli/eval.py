@@ -71,6 +71,13 @@ def register(subparsers: Any) -> None:
         help="give the judge ProcessBench's final_answer_correct as the reward (1.0/0.0); "
         "off by default, as ProcessBench's critics see only the problem and the steps",
     )
+    parser.add_argument(
+        "--without-reference",
+        action="store_true",
+        help="drop the records' reference_solution and reference_answer: the judge alone "
+        "(by default a record's reference solution is a correct sibling, and the rollout "
+        "gets its divergence point against it)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
@@ -108,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
             tokenizers.get,
             tokenizer=args.tokenizer or settings.default_tokenizer,
             with_verdict=args.with_verdict,
+            with_reference=not args.without_reference,
         )
     except RecordsError as exc:
         print(f"{args.input}: cannot evaluate:\n{exc}", file=sys.stderr)

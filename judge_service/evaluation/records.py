@@ -42,6 +42,10 @@ class ProcessBenchRecord(BaseModel):
     steps: list[str] = Field(min_length=1)
     label: int = Field(ge=-1, description="The first wrong step, -1 when none is.")
     final_answer_correct: bool | None = None
+    # Not ProcessBench's own fields: a dataset's reference solution and answer, written
+    # onto the records by whoever has them (examples/real/: GSM8K's), read as a rollout's.
+    reference_solution: Text | None = None
+    reference_answer: Text | None = None
 
     @field_validator("label")
     @classmethod
@@ -99,10 +103,12 @@ def read_cases(
     *,
     tokenizer: str | None,
     with_verdict: bool = False,
+    with_reference: bool = True,
 ) -> list[Case]:
     """The file's records as cases, in file order. `tokenizer` encodes ProcessBench steps and
     is the tokenizer of gold-span rollouts that name none; `with_verdict` passes ProcessBench's
-    ``final_answer_correct`` to the judge as the reward (1.0 / 0.0)."""
+    ``final_answer_correct`` to the judge as the reward (1.0 / 0.0); `with_reference` passes a
+    record's ``reference_solution`` and ``reference_answer`` (False: the judge alone)."""
     cases: list[Case] = []
     errors: list[str] = []
     seen: dict[str, int] = {}
@@ -111,7 +117,9 @@ def read_cases(
             if not line.strip():
                 continue
             try:
-                case = _read_line(number, line, tokenizer_for, tokenizer, with_verdict)
+                case = _read_line(
+                    number, line, tokenizer_for, tokenizer, with_verdict, with_reference
+                )
             except InputError as exc:
                 errors.append(f"{exc.field}: {exc.message}")
                 continue
@@ -180,11 +188,15 @@ def _read_line(
     tokenizer_for: Callable[[str], LoadedTokenizer],
     tokenizer: str | None,
     with_verdict: bool,
+    with_reference: bool = True,
 ) -> Case:
     where = f"line {number}"
     raw = _json_object(number, line)
     if "steps" in raw:
         record = _parse(ProcessBenchRecord, raw, where)
+        if not with_reference:
+            dropped = {"reference_solution": None, "reference_answer": None}
+            record = record.model_copy(update=dropped)
         return _processbench_case(number, record, tokenizer_for, tokenizer, with_verdict)
     if "spans" in raw:
         return _gold_case(number, raw, tokenizer)
@@ -215,6 +227,8 @@ def _processbench_case(
         response_token_ids=segmented.token_ids,
         tokenizer=tokenizer,
         reward=reward,
+        reference_solution=record.reference_solution,
+        reference_answer=record.reference_answer,
     )
     return Case(number, rollout, label=record.label, segmented=segmented)
 

@@ -29,7 +29,7 @@ import asyncio
 import functools
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,9 +37,10 @@ import numpy as np
 from judge_service import credit as credit_mod
 from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.errors import InputError, LimitError
-from judge_service.group.divergence import Divergence, Member, divergences, step_key, steps
+from judge_service.group.divergence import Divergence, Member, divergences
 from judge_service.group.reading import GroupReader, Shown
 from judge_service.group.scores import preferences_of_ranking, relative_scores, score_credits
+from judge_service.group.settle import final_of, settler
 from judge_service.judges.llm.llm_judge import LLMJudge
 from judge_service.offload import off_loop
 from judge_service.pipeline import Engine, batch_stats
@@ -52,9 +53,6 @@ from judge_service.schemas import (
     Result,
     Rollout,
 )
-from judge_service.spans import Span, merge_spans
-from judge_service.trace import Trace, last_boxed
-from judge_service.validate import Verdict, validate_spans
 
 Judged = tuple[Result, FloatArray | None]
 
@@ -141,7 +139,8 @@ async def judging(
         for i, r in enumerate(rollouts)
     ]
     tokens = sum(len(r.response_token_ids) for r in rollouts)
-    points = await off_loop(tokens, functools.partial(divergences, members))
+    references = list(dict.fromkeys(r.reference_solution for r in rollouts if r.reference_solution))
+    points = await off_loop(tokens, functools.partial(divergences, members, references))
     by_rollout = {p.rollout: p for p in points}
     advantages = credit_mod.group_advantages(
         [r.reward for r in rollouts], ["group"] * len(rollouts), [f"{f}.reward" for f in fields]
@@ -151,7 +150,7 @@ async def judging(
 
     async def judge(i: int) -> Judged:
         point = by_rollout.get(i)
-        extra = None if point is None else _settler(point, rollouts[i], resolved, members)
+        extra = None if point is None else settler(point, rollouts[i], resolved, members)
         using = reader.member(i, sources) if reader and i in reader.shown else None
         return await engine.judge_or_fail(
             rollouts[i], options, advantages[i], field=fields[i], extra=extra, using=using
@@ -198,70 +197,13 @@ def _reader(
     except InputError:  # each rollout's judging reports it, as in a batch
         return None
     shown = {
-        i: Shown(rollouts[i], m.trace, _final(rollouts[i], m.trace), m.correct)
+        i: Shown(rollouts[i], m.trace, final_of(rollouts[i], m.trace), m.correct)
         for i, m in enumerate(members)
         if m is not None
     }
     if not isinstance(judge, LLMJudge) or len(shown) < 2:
         return None
     return GroupReader(judge, engine.judges, shown, points, resolved)
-
-
-def _final(rollout: Rollout, trace: Trace) -> str | None:
-    if rollout.final_answer is not None:
-        return rollout.final_answer
-    boxed = last_boxed(trace.text)
-    return boxed.content if boxed else None
-
-
-def _settler(
-    point: Divergence, rollout: Rollout, resolved: Resolved, members: Sequence[Member | None]
-) -> Callable[[Trace, Sequence[Span]], list[Span]]:
-    """The judge's accepted spans with the point settled in, on the trace the rollout is
-    judged on. The point passes the same checks as a judge's span (its size within
-    JUDGE_MAX_POINT_SPAN_TOKENS, its step not proven true), so the service's own spans
-    get no credit a judge's could not. A judge's span over it with a non-negative label
-    stands only with evidence (`_overruled`); a negative one is the judge's own word on
-    a step it also finds wrong, and stands."""
-
-    def settle(trace: Trace, spans: Sequence[Span]) -> list[Span]:
-        verdict = Verdict(_final(rollout, trace), rollout.reference_answer, rollout.reward)
-        report = validate_spans(
-            [point.submission()],
-            trace,
-            resolved.label_scores,
-            limits=resolved.span_limits,
-            verdict=verdict,
-        )
-        if not report.accepted:
-            return list(spans)
-        added = report.accepted[0]
-        scores = resolved.label_scores
-        kept = [
-            s
-            for s in spans
-            if not (s.start < added.end and added.start < s.end)
-            or scores.get(s.label, 0.0) < 0
-            or _overruled(s, point, members)
-        ]
-        return merge_spans(kept, [added])
-
-    return settle
-
-
-def _overruled(span: Span, point: Divergence, members: Sequence[Member | None]) -> bool:
-    """Whether `span` carries the evidence that overrules `point`: a contrast citing a
-    correct sibling whose cited tokens make the same step (compared as divergence
-    compares steps)."""
-    if span.contrast is None:
-        return False
-    rollout, start, end = span.contrast
-    sibling = members[rollout] if 0 <= rollout < len(members) else None
-    if sibling is None or sibling.correct is not True:
-        return False
-    low, high = sibling.trace.char_range(start, end)
-    wanted = step_key(point.text)
-    return any(s.key == wanted for s in steps(sibling.trace.text[low:high]))
 
 
 async def _member(engine: Engine, rollout: Rollout, field: str) -> Member | None:
@@ -273,7 +215,9 @@ async def _member(engine: Engine, rollout: Rollout, field: str) -> Member | None
         )
     except Exception:  # the rollout's own judging reports it, once, as a failed result
         return None
-    return Member(trace, rollout.final_answer, rollout.reference_answer, rollout.reward)
+    return Member(
+        trace, rollout.final_answer, rollout.reference_answer, rollout.reward, rollout.problem
+    )
 
 
 def _verdict(

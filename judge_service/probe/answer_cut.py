@@ -17,8 +17,10 @@ That cut still lets the gate copy: a trace often writes its answer in a step
 before the block ("so 6 × 3 = 18. The final answer is 18"). The gate's cut
 (`gate_start`) is therefore before the **first** place the trace writes its own
 final answer or the reference, read as the equivalence checker reads them: a
-number by its value (``1,000`` = ``1000.0``, ``\\frac{1}{2}`` = ``0.5`` = ``1/2``,
-other-script and fullwidth digits, small numbers in words, sign ignored), any other
+number by its value, read by the project's one reader of written numbers
+(`reading.numbers`: ``1,000`` = ``1000.0``, ``\\frac{1}{2}`` = ``\\tfrac12`` = ``0.5`` =
+``1/2``, other-script and fullwidth digits, numbers in words such as ``one hundred and
+five``; sign ignored), any other
 answer as its text without spaces, ``$`` and sizing commands; or before the
 answer block, if that comes first.
 """
@@ -26,13 +28,13 @@ answer block, if that comes first.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
-from judge_service.judges.rules.forms import checker_form
+from judge_service.reading.numbers import number_value, read_numbers
 
 _THINK = "</think>"
 _FINAL = re.compile(r"final\s+answer", re.IGNORECASE)
@@ -100,62 +102,14 @@ def mentions(text: str, answers: Sequence[str | None]) -> bool:
     return any(a and answer_occurrence(text, a) is not None for a in answers)
 
 
-_SMALL = (
-    *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
-    *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen"),
-    *("eighteen", "nineteen", "twenty"),
-)
-_WORDS = {word: k for k, word in enumerate(_SMALL)}
-_WORDS |= {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80}
-_WORDS |= {"ninety": 90, "hundred": 100}
-_ALONE_BEFORE, _ALONE_AFTER = r"(?<![\w.])", r"(?![\w]|[.,]\d)"
-_DECIMAL = r"\d{1,3}(?:(?:,|\{,\}|\\,)\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
-_NUMBER = re.compile(_ALONE_BEFORE + "(" + _DECIMAL + ")" + _ALONE_AFTER)
-_FRACTION = re.compile(
-    r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}"
-    + r"|"
-    + _ALONE_BEFORE
-    + r"(\d+)\s*/\s*(\d+)"
-    + _ALONE_AFTER
-)
-_WORD_NUMBER = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
-_UNWRAP = re.compile(r"^\s*(?:\$+|\\[(\[])?\s*(?:\\boxed\s*\{(.*)\})?", re.DOTALL)
 _NOISE = re.compile(r"\s+|\$|\\left|\\right|\\[,!;: ]|\\displaystyle")
 
 
-def _decimal(raw: str) -> Fraction:
-    return Fraction(re.sub(r"\{,\}|\\,|,", "", raw))
-
-
 def answer_value(answer: str) -> Fraction | None:
-    """The magnitude of an answer that is one number (``-1,000``, ``\\frac{3}{4}``, ``$5$``,
-    ``2/3``, ``seven``), else None."""
-    text = answer.strip()
-    boxed = _UNWRAP.match(text)
-    if boxed and boxed.group(1) is not None:
-        text = boxed.group(1)
-    text = checker_form(text).strip().strip("$").strip().rstrip(".").lstrip("+-−").strip()
-    if (word := _WORDS.get(text.lower())) is not None:
-        return Fraction(word)
-    if (whole := _FRACTION.fullmatch(text)) is not None:
-        top, bottom = (g for g in whole.groups() if g is not None)
-        return Fraction(int(top), int(bottom)) if int(bottom) else None
-    if _NUMBER.fullmatch(text):
-        return _decimal(text)
-    return None
-
-
-def _numbers(text: str) -> Iterator[tuple[int, Fraction]]:
-    """(char offset, magnitude) of every number written in `text`, in any of its forms."""
-    form = checker_form(text)  # same length: offsets are the text's
-    for match in _NUMBER.finditer(form):
-        yield match.start(), _decimal(match.group(1))
-    for match in _FRACTION.finditer(form):
-        top, bottom = (g for g in match.groups() if g is not None)
-        if int(bottom):
-            yield match.start(), Fraction(int(top), int(bottom))
-    for match in _WORD_NUMBER.finditer(text):
-        yield match.start(), Fraction(_WORDS[match.group(1).lower()])
+    """The magnitude of an answer that is one number (``-1,000``, ``\\frac{3}{4}``,
+    ``\\tfrac34``, ``$5$``, ``2/3``, ``seven``, ``twenty-one``), else None: the project's one
+    reader of written numbers (`reading.numbers`)."""
+    return number_value(answer)
 
 
 def _text_pattern(answer: str) -> re.Pattern[str] | None:
@@ -179,7 +133,7 @@ def first_occurrence(text: str, answer: str | None) -> int | None:
         return None
     value = answer_value(answer)
     if value is not None:
-        return min((at for at, v in _numbers(text) if v == value), default=None)
+        return min((n.start for n in read_numbers(text) if n.value == value), default=None)
     pattern = _text_pattern(answer.strip())
     found = pattern.search(text) if pattern is not None else None
     return None if found is None else found.start()

@@ -29,8 +29,9 @@ conservative reading as any other (a number beside a word is no operand).
 from __future__ import annotations
 
 import re
-import unicodedata
-from functools import lru_cache
+
+from judge_service.reading.markup import mask_markup, may_have_markup
+from judge_service.reading.numbers import fold_digits
 
 __all__ = ["checker_form", "may_claim"]
 
@@ -62,40 +63,6 @@ _TRIGGER = re.compile(
 )
 _ASCII_DIGIT = re.compile("[0-9]")
 _ANY_DIGIT = re.compile(r"\d")
-_ONE_CHAR = {
-    0x3000: " ",  # ideographic space
-    0x2012: "-",  # figure dash
-    0xFE63: "-",  # small hyphen-minus
-    0x2796: "-",  # heavy minus sign
-    0x2715: "×",
-    0x2716: "×",
-    0xFE66: "=",  # small equals sign
-}
-
-
-@lru_cache(maxsize=4096)
-def _char(code: int) -> str | None:
-    """The one ASCII char a non-ASCII char is read as, or None (left as it is)."""
-    if code in _ONE_CHAR:
-        return _ONE_CHAR[code]
-    if 0xFF01 <= code <= 0xFF5E:  # fullwidth ASCII
-        return chr(code - 0xFEE0)
-    char = chr(code)
-    digit = unicodedata.decimal(char, None)  # decimal digits only: not ² (that is No)
-    return None if digit is None else str(digit)
-
-
-class _Table(dict[int, str]):
-    """A `str.translate` table computed per code point on first sight (and kept: a char
-    left as it is maps to itself, so it is not looked up again)."""
-
-    def __missing__(self, code: int) -> str:
-        mapped = _char(code) if code >= 0x80 else None
-        self[code] = chr(code) if mapped is None else mapped
-        return self[code]
-
-
-_TABLE = _Table()
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -127,11 +94,11 @@ def _after_equals(text: str, at: int) -> bool:
 
 
 def checker_form(line: str) -> str:
-    """`line` with the spellings above rewritten; the same length, char for char."""
-    if not line.isascii():
-        folded = line.translate(_TABLE)
-        if folded != line:  # else keep the very object: unchanged, and callers can tell
-            line = folded
+    """`line` with the spellings above rewritten and its markdown and LaTeX markup blanked
+    (`reading.markup.mask_markup`); the same length, char for char."""
+    line = fold_digits(line)  # the very object when unchanged: callers can tell
+    if may_have_markup(line):
+        line = mask_markup(line)
     if _TRIGGER.search(line) is None:
         return line  # the same object: callers tell an unchanged line by identity
     return _WORDS.sub(_replace, line)
@@ -148,7 +115,7 @@ def may_claim(line: str) -> bool:
     if digit is None:
         if line.isascii() or _ANY_DIGIT.search(line) is None:
             return False
-        line = line.translate(_TABLE)
+        line = fold_digits(line)
         digit = _ASCII_DIGIT.search(line)
         if digit is None:
             return False
