@@ -7,6 +7,8 @@ app's lifespan once, and stops it when Serve deletes the app. Which replica answ
 the ``x-judge-replica`` header the module adds. The handle method is also run without a
 cluster, against the app's key check and batch limit (fast, no Redis).
 
+Serve's autoscaler runs on the app too: replicas rise under load and fall after it.
+
 Without ray[serve] these tests skip, unless JUDGE_REQUIRE_RAY=1, when they fail.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -66,6 +69,10 @@ def ray_serve_url() -> Iterator[str]:
     free loopback port; both shut down after the module."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RAY_USAGE_STATS_ENABLED", "0")  # no report attempts from a test cluster
+        # The load the autoscaler sees, every half second rather than every 10 s (Serve's
+        # default), so the autoscaling test is over in seconds.
+        for source in ("REPLICA", "HANDLE"):
+            env.setenv(f"RAY_SERVE_{source}_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "0.5")
         ray.init(
             address="local",  # a fresh instance, never a cluster that happens to be running
             num_cpus=2,
@@ -274,3 +281,89 @@ def test_a_misspelt_setting_is_refused_before_anything_deploys() -> None:
     # Settings ignores names it does not know: the replicas would start without it.
     with pytest.raises(ValueError, match="redis_ulr"):
         build_app(settings={"redis_ulr": "redis://127.0.0.1:6379/0"})
+
+
+def test_autoscaling_and_a_fixed_count_are_exclusive_and_checked() -> None:
+    with pytest.raises(ValueError, match="num_replicas and autoscaling_config"):
+        build_app(num_replicas=2, autoscaling_config={"max_replicas": 3})
+    # Serve's model ignores a name it does not have: a misspelt bound would do nothing.
+    with pytest.raises(ValueError, match=r"AutoscalingConfig: max_replica$"):
+        build_app(autoscaling_config={"max_replica": 3})
+    with pytest.raises(ValueError, match="must be greater than or equal to min_replicas"):
+        build_app(autoscaling_config={"min_replicas": 3, "max_replicas": 2})
+
+
+def _running(name: str) -> int:
+    app = serve.status().applications.get(name)
+    if app is None:
+        return 0
+    states = app.deployments["JudgeService"].replica_states  # ReplicaState (a str enum) -> n
+    return sum(n for state, n in states.items() if str(state).endswith("RUNNING"))
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:The `metrics_interval_s` field:DeprecationWarning")
+def test_replicas_rise_under_load_and_fall_after(
+    ray_serve_url: str, example_rollouts: list[dict[str, Any]]
+) -> None:
+    """Serve's autoscaler on the app: one replica idle, two while six clients keep it busy
+    (one request in flight per replica, the target), one again once they stop. Bounded: 90 s
+    for each change (about 10 s each here)."""
+    rollouts = [{k: row[k] for k in FIELDS} for row in example_rollouts]
+    body = {"rollouts": rollouts, "options": OPTIONS}
+    autoscaling = {
+        "min_replicas": 1,
+        "max_replicas": 2,
+        "target_ongoing_requests": 1,
+        "upscale_delay_s": 1,
+        "downscale_delay_s": 3,
+        # Deprecated for the push interval variables set in ray_serve_url, but still what
+        # look_back_period_s is checked against.
+        "metrics_interval_s": 0.5,
+        "look_back_period_s": 2,
+    }
+    with shared_redis() as (redis_url, prefix):
+        name = f"judge-auto-{uuid.uuid4().hex[:8]}"
+        app = build_app(
+            autoscaling_config=autoscaling,
+            env={"JUDGE_REDIS_URL": redis_url, "JUDGE_REDIS_PREFIX": prefix},
+            settings=TOKENIZER_SETTINGS,
+            ray_actor_options={"num_cpus": 0.5},
+            max_ongoing_requests=1,
+        )
+        serve.run(app, name=name, route_prefix=f"/{name}")
+        stop = threading.Event()
+        timeline: list[tuple[float, int]] = []
+
+        def load() -> None:
+            with httpx.Client(base_url=f"{ray_serve_url}/{name}", timeout=60) as client:
+                while not stop.is_set():
+                    client.post("/v1/judge/batch", json=body).raise_for_status()
+
+        def wait_for(count: int) -> None:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                timeline.append((time.monotonic() - started, _running(name)))
+                if timeline[-1][1] == count:
+                    return
+                time.sleep(0.25)
+            pytest.fail(f"not {count} replica(s) within 90 s: {timeline[-5:]}")
+
+        started = time.monotonic()
+        try:
+            assert _running(name) == 1
+            clients = [threading.Thread(target=load, daemon=True) for _ in range(6)]
+            for client in clients:
+                client.start()
+            wait_for(2)
+            up = timeline[-1][0]
+            stop.set()
+            for client in clients:
+                client.join(timeout=60)
+            wait_for(1)
+            print(f"\nautoscaling: 2 replicas {up:.1f} s into the load, 1 again "
+                  f"{timeline[-1][0] - up:.1f} s after it stopped")  # fmt: skip
+        finally:
+            stop.set()
+            serve.delete(name)

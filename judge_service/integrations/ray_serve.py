@@ -12,7 +12,7 @@ Deploy it from the driver (or ``serve run`` with a module that calls `build_app`
 
     serve.run(
         build_app(
-            num_replicas=4,
+            num_replicas=4,  # or autoscaling_config={"min_replicas": 1, "max_replicas": 8}
             env={"JUDGE_REDIS_URL": "redis://redis:6379/0", "JUDGE_REDIS_PREFIX": "judge"},
             settings={"default_tokenizer": "Qwen/Qwen3-8B"},
             ray_actor_options={"num_cpus": 2},
@@ -68,6 +68,7 @@ with warnings.catch_warnings():  # Ray's own pydantic models warn as Serve loads
         "ignore", "Using extra keyword arguments on `Field`", DeprecationWarning
     )
     from ray import serve
+    from ray.serve.config import AutoscalingConfig
     from ray.serve.deployment import Application
 
 # Each answer names the replica that served it (Serve's replica id), so a trainer can see
@@ -150,7 +151,8 @@ JudgeDeployment = serve.deployment(name="JudgeService")(serve.ingress()(JudgeSer
 
 def build_app(
     *,
-    num_replicas: int = 2,
+    num_replicas: int | None = None,
+    autoscaling_config: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     ray_actor_options: Mapping[str, Any] | None = None,
@@ -159,13 +161,19 @@ def build_app(
     """The Serve application to pass to ``serve.run`` (or to return from a ``serve run``
     import path).
 
-    `settings` are Settings' keyword arguments (``redis_url``, ``default_tokenizer``, ...),
-    applied in each replica over its environment; `env` is added to every replica's
-    environment (``JUDGE_*`` as for ``judge-service serve``, a provider's API key) through
-    Ray's ``runtime_env``. `ray_actor_options` are Serve's per replica (``num_cpus``,
-    ``memory``, ...; Serve's default is one CPU each). `max_ongoing_requests` is Serve's
-    cap of requests in flight per replica (its default, 5, when None); the app's own limits
-    (JUDGE_MAX_CONCURRENCY and the rest) apply inside it."""
+    `num_replicas` fixes the count (2 when neither it nor `autoscaling_config` is given);
+    `autoscaling_config` is Serve's instead (``min_replicas``, ``max_replicas``,
+    ``target_ongoing_requests``, ``upscale_delay_s``, ``downscale_delay_s``, ...): Serve
+    then adds a replica while the requests in flight and queued per replica exceed the
+    target, and removes one once they fall below it for the downscale delay. It is checked
+    here, before anything deploys. `settings` are Settings' keyword arguments
+    (``redis_url``, ``default_tokenizer``, ...), applied in each replica over its
+    environment; `env` is added to every replica's environment (``JUDGE_*`` as for
+    ``judge-service serve``, a provider's API key) through Ray's ``runtime_env``.
+    `ray_actor_options` are Serve's per replica (``num_cpus``, ``memory``, ...; Serve's
+    default is one CPU each). `max_ongoing_requests` is Serve's cap of requests in flight
+    per replica (its default, 5, when None); the app's own limits (JUDGE_MAX_CONCURRENCY
+    and the rest) apply inside it."""
     overrides = dict(settings or {})
     unknown = sorted(set(overrides) - set(Settings.model_fields))
     if unknown:  # Settings ignores extra names: a misspelt one would silently do nothing
@@ -175,7 +183,17 @@ def build_app(
         runtime_env = dict(actor_options.get("runtime_env") or {})
         runtime_env["env_vars"] = {**(runtime_env.get("env_vars") or {}), **env}
         actor_options["runtime_env"] = runtime_env
-    options: dict[str, Any] = {"num_replicas": num_replicas}
+    options: dict[str, Any] = {}
+    if autoscaling_config is not None:
+        if num_replicas is not None:
+            raise ValueError("num_replicas and autoscaling_config: give one (Serve takes one)")
+        # Serve's own model refuses an inconsistent config but ignores an unknown name.
+        misspelt = sorted(set(autoscaling_config) - set(AutoscalingConfig.model_fields))
+        if misspelt:
+            raise ValueError(f"not fields of Serve's AutoscalingConfig: {', '.join(misspelt)}")
+        options["autoscaling_config"] = AutoscalingConfig(**dict(autoscaling_config))
+    else:
+        options["num_replicas"] = 2 if num_replicas is None else num_replicas
     if actor_options:
         options["ray_actor_options"] = actor_options
     if max_ongoing_requests is not None:
