@@ -34,7 +34,7 @@ class DriftSettings(BaseModel):
         "baseline is the first this many judgments of a judge and prompt version",
     )
     drift_chunk: int = Field(
-        default=25,
+        default=50,
         ge=1,
         le=10_000,
         description="judgments a process gathers before it writes them to the store and "

@@ -62,6 +62,7 @@ class DriftMonitor:
         self._draw = random.Random()
         self._engine: Engine | None = None
         self._schedule: asyncio.Task[None] | None = None
+        self._baselines: dict[str, Tally] = {}  # frozen: never read again once known
 
     @property
     def chunks_kept(self) -> int:
@@ -90,7 +91,8 @@ class DriftMonitor:
         if tally is None:
             tally = self._pending[series] = Tally()
         count_result(tally, result, credit)
-        tally.stamp()
+        if tally.n == 1:
+            tally.stamp()  # its first judgment; the last is stamped when it is written
         rate = self.settings.drift_shadow_rate
         sampled = rate and result.status != "failed" and self._draw.random() < rate
         if sampled and self._shadows < MAX_SHADOWS:
@@ -125,6 +127,7 @@ class DriftMonitor:
         pending.merge(found)
 
     async def _flush(self, series: str, tally: Tally) -> None:
+        tally.stamp()
         try:
             await self.score(series, tally)
         except Exception as exc:  # the store down, a bad record: the audit waits
@@ -148,13 +151,16 @@ class DriftMonitor:
             await store.push(series, "chunks", tally.to_json(), self.chunks_kept)
         chunks = [Tally.from_json(c) for c in await store.read(series, "chunks")]
         size = self.settings.drift_window
-        stored = await store.baseline(series)
-        if stored is None:
-            first = oldest(chunks, size)
-            if first is not None:
-                await store.set_baseline(series, first.to_json())
-                stored = await store.baseline(series)
-        baseline = None if stored is None else Tally.from_json(stored)
+        baseline = self._baselines.get(series)
+        if baseline is None:
+            stored = await store.baseline(series)
+            if stored is None:
+                first = oldest(chunks, size)
+                if first is not None:
+                    await store.set_baseline(series, first.to_json())
+                    stored = await store.baseline(series)
+            if stored is not None:
+                baseline = self._baselines[series] = Tally.from_json(stored)
         window = newest(chunks, size)
         tenant, judge, version = split_series(series)
         runs = await store.read(canary_series(judge), "runs")

@@ -50,20 +50,31 @@ def credit_bin(mass_per_token: float) -> str:
 
 
 def count_result(tally: Tally, result: Result, credit: FloatArray | None) -> None:
+    # On the request path for every judged rollout: dict updates inline (Tally.add's
+    # call per count was half the audit's cost on the rules judge).
     tally.n += 1
-    tally.add("status", result.status)
+    counts = tally.counts
+    status = counts.setdefault("status", {})
+    status[result.status] = status.get(result.status, 0.0) + 1
     if result.status == "failed":
         return
     spans = result.spans
-    for span in spans:
-        tally.add("labels", span.label)
-    tally.add("spans", _SPAN_BINS[bisect.bisect_right(_SPAN_LOWS, len(spans)) - 1][1])
-    tally.add("rejections", "accepted", len(spans))
+    if spans:
+        labels = counts.setdefault("labels", {})
+        for span in spans:
+            labels[span.label] = labels.get(span.label, 0.0) + 1
+    size = _SPAN_BINS[bisect.bisect_right(_SPAN_LOWS, len(spans)) - 1][1]
+    bins = counts.setdefault("spans", {})
+    bins[size] = bins.get(size, 0.0) + 1
+    rejections = counts.setdefault("rejections", {})
+    rejections["accepted"] = rejections.get("accepted", 0.0) + len(spans)
     if result.judge is not None:
         for code, count in result.judge.rejected.items():
-            tally.add("rejections", code, count)
+            rejections[code] = rejections.get(code, 0.0) + count
     if credit is not None and result.num_tokens:
-        tally.add("credit", credit_bin(float(credit.sum()) / result.num_tokens))
+        mass = credit_bin(float(credit.sum()) / result.num_tokens)
+        masses = counts.setdefault("credit", {})
+        masses[mass] = masses.get(mass, 0.0) + 1
 
 
 def submitted(result: Result) -> list[tuple[int, int, str]]:

@@ -62,10 +62,9 @@ class Tally:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Tally:
-        counts = {
-            str(m): {str(c): float(v) for c, v in bucket.items()}
-            for m, bucket in dict(data.get("counts", {})).items()
-        }
+        # Read back what `to_json` wrote (a chunk a process of this service stored): counts
+        # are numbers already, and a window reads tens of chunks per scoring.
+        counts = {str(m): dict(bucket) for m, bucket in dict(data.get("counts", {})).items()}
         return cls(
             n=int(data.get("n", 0)),
             counts=counts,
