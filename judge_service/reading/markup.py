@@ -100,14 +100,15 @@ def mask_markup(line: str) -> str:
     if not line.lstrip().startswith("-"):
         blank(0, lead)
     labels = list(_TEXT.finditer(line))
-    units = {_unit(m.group(1)) for m in labels if _after_number(line, m.start())}
+    trailing = _trailing(line, labels)
+    units = {_unit(m.group(1)) for m, after in zip(labels, trailing, strict=True) if after}
     units.discard(None)
-    for match in labels:
+    for match, after in zip(labels, trailing, strict=True):
         content = match.group(1)
         if any(c.isdigit() for c in content):
             blank(match.start(), match.start(1))  # the wrapper only: its number is read
             blank(match.end(1), match.end())
-        elif _after_number(line, match.start()) and (len(units) <= 1 or _unit(content) is None):
+        elif after and (len(units) <= 1 or _unit(content) is None):
             # A label after a number; one before or between operators names a quantity
             # (`\\text{Jamal's apples} + 8`) and stays: the checker reads it as no number.
             blank(match.start(), match.end())
@@ -174,6 +175,18 @@ def _closes(line: str, at: int) -> bool:
     before = line[at - 1] if at > 0 else " "
     after = line[at + 1] if at + 1 < len(line) else " "
     return not before.isspace() and not after.isdigit()
+
+
+def _trailing(line: str, labels: list[re.Match[str]]) -> list[bool]:
+    """For each label, whether it follows a number, directly or after other labels that
+    do (``8 \\text{ pounds} \\text{ (math)}``)."""
+    out: list[bool] = []
+    for k, match in enumerate(labels):
+        after = _after_number(line, match.start())
+        if not after and k and out[-1]:
+            after = not line[labels[k - 1].end() : match.start()].strip()
+        out.append(after)
+    return out
 
 
 def _after_number(line: str, at: int) -> bool:

@@ -7,6 +7,7 @@ import re
 from judge_service.equivalence.coverage import unaccounted
 from judge_service.errors import ParseError
 from judge_service.judges.rules.arithmetic import parse_number_expr
+from judge_service.reading.markup import structure_end
 from judge_service.trace.boxed import BoxedAnswer, last_boxed
 
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|textbf|mathbf)\{([^{}]*)\}")
@@ -21,10 +22,35 @@ def locate_final_answer(text: str, final_answer: str | None) -> BoxedAnswer | No
         return boxed
     if final_answer and final_answer.strip():
         needle = final_answer.strip()
-        at = text.rfind(needle)
-        if at >= 0:
+        at = _last_standalone(text, needle)
+        if at is not None:
             return BoxedAnswer(needle, at, at + len(needle))
     return None
+
+
+def _last_standalone(text: str, needle: str) -> int | None:
+    """The last place `text` writes `needle` as itself: not inside a longer number or
+    word (``12`` holds no ``2``), and not in a line's structural lead (the ``2.`` of a
+    list item ``2. Food`` is markup, not the answer: `reading.markup.structure_end`)."""
+    at = len(text)
+    while (at := text.rfind(needle, 0, at)) >= 0:
+        if not _inside(text, at, at + len(needle)):
+            line = text.rfind("\n", 0, at) + 1
+            stop = text.find("\n", at)
+            if at - line >= structure_end(text[line : len(text) if stop < 0 else stop]):
+                return at
+    return None
+
+
+def _inside(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] continues a number or word on either side."""
+    before = text[start - 1] if start else " "
+    after, next_after = text[end : end + 1], text[end + 1 : end + 2]
+    joined_before = text[start].isalnum() and (before.isalnum() or before in "._")
+    joined_after = text[end - 1].isalnum() and (
+        after.isalnum() or after == "_" or (after in (".", ",") and next_after.isdigit())
+    )
+    return joined_before or joined_after
 
 
 def normalise_answer(answer: str, spaces: str = "") -> str:
