@@ -122,8 +122,9 @@ def test_a_correct_rollout_by_another_route_gives_no_false_point(bpe: LoadedToke
     # Another route to 18 (eggs counted after each use): its values 13 and 9 are its own,
     # and rejoin the correct route. Judged against RIGHT it is correct, so no point; and a
     # wrong rollout that shares its first true step is pointed after that step, not on it.
-    route = "She has 16 - 3 = 13 eggs after breakfast.\nThen 13 - 4 = 9 for sale.\nSo 9 × 2 = 18: \\boxed{18}"
-    wrong_late = "She has 16 - 3 = 13 eggs after breakfast.\nThen 13 - 4 = 9 for sale.\nSo 9 × 3 = 27: \\boxed{27}"
+    start = "She has 16 - 3 = 13 eggs after breakfast.\nThen 13 - 4 = 9 for sale.\n"
+    route = start + "So 9 × 2 = 18: \\boxed{18}"
+    wrong_late = start + "So 9 × 3 = 27: \\boxed{27}"
     assert divergences([member(bpe, RIGHT, 1.0), member(bpe, route, 1.0)]) == []
     (point,) = divergences(
         [member(bpe, RIGHT, 1.0), member(bpe, route, 1.0), member(bpe, wrong_late, 0.0)]
