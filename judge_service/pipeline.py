@@ -89,6 +89,7 @@ class Engine:
         self.audit: DriftMonitor | None = None
         if store is not None and settings.drift_enabled:
             self.audit = DriftMonitor(settings, open_drift_store(store))
+            self.audit.attach(self)  # canaries by count run from any process that judges
         self.counted = True  # into judge_results_total and the cost counters (not canaries)
         # The fallback judge is built now (it imports sympy: 0.5 s): a rollout whose LLM
         # session has just spent its deadline must not wait for that on top.

@@ -88,6 +88,30 @@ async def test_a_canary_run_scores_the_bundled_records_apart() -> None:
     assert f1 == run["f1"]
 
 
+async def test_canaries_run_every_so_many_judgments(
+    example_rollouts: list[dict[str, object]],
+) -> None:
+    settings = Settings(
+        drift_chunk=10,
+        drift_canary_every=25,
+        drift_canary_judges="rules",
+        drift_canary_max_records=4,
+    )
+    engine = Engine(settings, store=MemoryStore())
+    assert engine.audit is not None
+    rollouts = [Rollout.model_validate(r) for r in example_rollouts]
+    try:
+        for at in range(60):
+            await engine.judge_one(rollouts[at % len(rollouts)], Options(use_cache=False))
+        await engine.audit.drain()
+        runs = await engine.audit.store.read("canary|rules", "runs")
+    finally:
+        await engine.aclose()
+    # 60 judgments cross the marks 25 and 50 once each (the chunk that crosses runs it)
+    assert sorted(r["period"] for r in runs) == ["k1", "k2"]
+    assert all(r["records"] == 4 for r in runs)
+
+
 @pytest.mark.redis
 def test_workers_on_one_redis_run_each_canary_period_once(tmp_path: Path) -> None:
     url, prefix = require_redis(), unique_prefix()

@@ -69,6 +69,10 @@ class DriftMonitor:
         # Twice the window: the baseline is frozen from the first window before any trim.
         return 2 * math.ceil(self.settings.drift_window / self.settings.drift_chunk) + 4
 
+    def attach(self, engine: Engine) -> None:
+        """The engine canary runs judge with (a quiet view of it)."""
+        self._engine = engine
+
     def start(self, engine: Engine) -> None:
         """Begin the canary schedule (time-based) for `engine`; idempotent."""
         self._engine = engine
