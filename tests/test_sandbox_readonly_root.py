@@ -6,7 +6,7 @@ A child process leaves the host's mount namespace, remounts every filesystem rea
 the only writable path), drops to uid 10001 (the image's user, no capabilities) and runs
 the real sandbox, ``python -m sandbox --isolation require``: its zygote must still build
 its namespaces and its own read-only root, and run code with sympy. Needs root (to make
-the mounts) and a Python a non-root uid can run (tests/test_sandbox_userns.py finds it);
+the mounts) and a Python a non-root uid can run (tests/sandbox_support.py finds it);
 elsewhere it skips.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_sandbox_userns import INTERPRETER, _env
+from tests.sandbox_support import INTERPRETER, sandbox_env
 
 UID = 10001  # docker/Dockerfile's `judge`, the chart's runAsUser
 pytestmark = pytest.mark.skipif(
@@ -67,7 +67,7 @@ def _run(isolation: str, code: str) -> dict[str, Any]:
     done = subprocess.run(
         [INTERPRETER, "-c", child],
         input=code,
-        env={**_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+        env={**sandbox_env(), "PYTHONDONTWRITEBYTECODE": "1"},
         cwd="/",
         capture_output=True,
         text=True,

@@ -9,52 +9,12 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+from tests.sandbox_support import INTERPRETER, NOBODY, sandbox_env
 
-
-def _site_packages() -> list[str]:
-    return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
-
-
-def _env() -> dict[str, str]:
-    return {
-        "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": os.pathsep.join([str(REPO), *_site_packages()]),
-    }
-
-
-def _interpreter_for_nobody() -> str | None:
-    """A Python of this ABI that uid 65534 can run with our site-packages, if any."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return None
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    candidates = [os.path.realpath(sys.executable), f"/usr/bin/python{version}"]
-    # It must also be able to start itself again (the zygotes are its children).
-    probe = (
-        "import subprocess, sys, RestrictedPython, sympy, sandbox\n"
-        "subprocess.run([sys.executable, '-c', 'import sympy'], check=True)"
-    )
-    for candidate in dict.fromkeys(candidates):
-        if not os.path.exists(candidate):
-            continue
-        done = subprocess.run(
-            [*NOBODY, candidate, "-c", probe], env=_env(), capture_output=True, timeout=120
-        )
-        if done.returncode == 0:
-            return candidate
-    return None
-
-
-INTERPRETER = _interpreter_for_nobody()
 pytestmark = pytest.mark.skipif(
     INTERPRETER is None, reason="needs root, setpriv and a Python that uid 65534 can run"
 )
@@ -65,7 +25,7 @@ def _run_as_nobody(code: str) -> dict[str, object]:
     done = subprocess.run(
         [*NOBODY, INTERPRETER, "-m", "sandbox", "--status", "--timeout", "5"],
         input=code,
-        env=_env(),
+        env=sandbox_env(),
         capture_output=True,
         text=True,
         cwd="/",
