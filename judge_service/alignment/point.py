@@ -29,7 +29,8 @@ So a step a correct solution also makes is never the point (its result is good),
 a true step of another route that leads back onto the correct one (``16 - 3 = 13``
 before ``13 - 4 = 9``, when 9 is the correct route's), and a correct solution by
 another route adds its values to what is good instead of making a false point.
-Percentages are matched either way (``50%`` is 0.5). Values 0 and 1 carry no route.
+Values are matched exactly (``50%`` is 50, as written: reading it as 0.5 too made 100
+match every 1). Values 0 and 1 carry no route.
 """
 
 from __future__ import annotations
@@ -81,17 +82,6 @@ def final_value(text: str, final_answer: str | None = None, problem: str = "") -
     return (new or [v for v, _ in last.values])[-1]
 
 
-class _Known:
-    """Values with the percent reading either way (50 for 0.5 and the reverse)."""
-
-    def __init__(self, values: set[Fraction]) -> None:
-        self.values = values
-
-    def __contains__(self, value: Fraction) -> bool:
-        v = self.values
-        return value in v or value * 100 in v or value / 100 in v
-
-
 def first_wrong_step(
     wrong: str,
     final: Fraction,
@@ -113,14 +103,17 @@ def first_wrong_step(
         for step in read_steps(text):
             computed.update(step.computes())
             computed.update(v for v, _ in step.values if v not in given)
-    good_computed = _Known(computed)
-    good_given = _Known(computed | given)
-    return _Walk(steps, good_computed, good_given, final, limit).run()
+    return _Walk(steps, computed, computed | given, final, limit).run()
 
 
 class _Walk:
     def __init__(
-        self, steps: list[Step], computed: _Known, given: _Known, final: Fraction, limit: int
+        self,
+        steps: list[Step],
+        computed: set[Fraction],
+        given: set[Fraction],
+        final: Fraction,
+        limit: int,
     ) -> None:
         self.steps, self.computed, self.given = steps, computed, given
         self.final, self.limit = final, limit

@@ -25,7 +25,7 @@ from typing import Any
 import sympy
 
 from judge_service.judges.rules.claims import find_links
-from judge_service.reading.markup import claims_nothing, structure_end
+from judge_service.reading.markup import claims_nothing, mask_markup, structure_end
 from judge_service.reading.numbers import read_numbers
 
 __all__ = ["Claim", "Step", "as_fraction", "read_steps", "values_of"]
@@ -99,11 +99,15 @@ def _step(lines: list[tuple[int, str]]) -> Step:
     last = lines[-1][0] + len(lines[-1][1].rstrip())
     for base, line in lines:
         lead = structure_end(line)
-        values.extend(values_of(line[lead:], base + lead))
+        values.extend(values_of(mask_markup(line)[lead:], base + lead))
         for link in find_links(line):
             if link.trivial or link.left_end <= lead:
                 continue
-            operands = tuple(n.value for n in read_numbers(link.left_text, words=False))
+            operands = tuple(
+                n.value
+                for n in read_numbers(link.left_text, words=False, parts=True)
+                if n.form != "fraction"  # a fraction's parts are its operands
+            )
             claims.append(
                 Claim(
                     operands,

@@ -52,7 +52,8 @@ _DOLLAR = re.compile(r"(?<![\\$])\$(?!\$)")
 _NAMED = re.compile(r"(?:\\\[|\\\(|\$\$?)\s*(\\text\s*\{([^{}]*)\})\s*(?==)")
 _CLOSER = re.compile(r"\\[)\]]|\$")
 _SEGMENT_GAP = re.compile(r"(?:\\[)\]]|\$\$?)\s*[.,;]?\s*(?:\\[(\[]|\$\$?)\s*")
-_TRIGGER = re.compile(r"[\\$#*_]|<<|^\s*(?:\d{1,3}[.)]|[+•])\s", re.MULTILINE)
+# Cheap, and never a false no: a `*` or `_` alone (a product, a name) is no markup.
+_TRIGGER = re.compile(r"[\\$#]|\*\*|__|<<|^\s*(?:\d{1,3}[.)]|[+•*])\s", re.MULTILINE)
 _UNIT_WORD = re.compile(r"[A-Za-z]+")
 
 
