@@ -22,9 +22,8 @@ from judge_service.config import Settings
 from judge_service.schemas import GroupBlock, Result
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
-from tests.harness.scripted import FakeProviderServer, anthropic_server, call, submit
-from tests.harness.scripted.harness import TRACE_TEXT, valid_spans
-from tests.harness.scripted.jobs import MODEL, sessions, worker_settings
+from tests.harness.scripted import FakeProviderServer, anthropic_server
+from tests.harness.scripted.jobs import MODEL, scripted_groups, sessions, worker_settings
 from tests.redis_support import (
     pending_of,
     service_env,
@@ -195,7 +194,8 @@ def test_a_bad_group_is_refused_and_a_good_one_judged_in_process(
     assert big.status_code == 413 and big.json()["field"] == "rollouts", big.text
     assert plain.status_code == 202 and "groups" not in plain_page
     assert view["status"] == "done" and [r["id"] for r in results] == [r["id"] for r in mixed(bpe)]
-    # g-plan's departure ("Only the 20 matters here.") is found only by judging g together.
+    # g-plan's departure ("Only the 20 matters, so take 17 × 20 = 340 alone.") is found
+    # only by judging g together.
     assert any(s["label"] == "invalid" for s in results[5]["spans"]), results[5]["spans"]
     assert set(groups) == {"g", "h"} and groups["g"]["correct"] == [True, False, False]
 
@@ -231,24 +231,8 @@ def test_a_group_job_survives_a_sigkilled_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    spans = valid_spans(bpe.decode(bpe.hf.encode(TRACE_TEXT, add_special_tokens=False)))
-    rows, keys = [], []
-    for g in range(GROUPS):
-        key = f"gkill-{g}"
-        keys.append(key)
-        # Rollout 0 holds the spans' tokens, and its siblings share them as a prefix.
-        provider.book.add(
-            key,
-            call("view_tokens", rollout=0, start=0, end=16),
-            submit([{"rollout": 0, **s} for s in spans]),
-        )
-        for m in range(SIZE):
-            text = TRACE_TEXT + f"\nChecked once more ({m})."
-            rows.append({
-                "id": f"{key}-{m}", "group_id": key, "problem": f"Compute 17 × 24. SCRIPT:{key}",
-                "response_token_ids": bpe.hf.encode(text, add_special_tokens=False),
-                "tokenizer": str(bpe_dir), "reward": 1.0, "reference_answer": "408",
-            })  # fmt: skip
+    keys = [f"gkill-{g}" for g in range(GROUPS)]
+    rows = scripted_groups(provider, bpe, bpe_dir, keys, SIZE)
     with shared_redis() as (url, prefix):
         serving = worker_settings(
             provider,

@@ -77,6 +77,29 @@ async def test_a_group_is_one_entry_begun_and_written_whole(jobs: JobStore) -> N
     assert job is not None and job.status == "done" and (job.done, job.failed) == (4, 0)
 
 
+async def test_a_group_is_claimed_by_the_slots_it_holds(jobs: JobStore) -> None:
+    await _job(jobs)  # a group of 3 (its leader's entry), then a rollout alone
+    # Two free slots: the group (three) does not fit, and nothing behind it jumps ahead.
+    none = await jobs.claim("w1", 2, block_s=0.1)
+    assert none == [] and none.full
+    # A worker of two slots takes the group whole, as all its slots (capped).
+    (group,) = await jobs.claim("w1", 2, block_s=0.1, cap=2)
+    assert (group.index, group.size, group.slots(2), group.slots(8)) == (0, 3, 2, 3)
+    (alone,) = await jobs.claim("w2", 3, block_s=0.1)
+    assert (alone.index, alone.size) == (3, 1)
+    empty = await jobs.claim("w2", 3, block_s=0.1)
+    assert empty == [] and not empty.full  # nothing queued: it waited, not "full"
+
+
+async def test_an_idle_workers_group_is_taken_over_by_slots(jobs: JobStore) -> None:
+    await _job(jobs)
+    assert len(await jobs.claim("ghost", 4, block_s=0.1)) == 2  # the group, then r3
+    # In queue order: the group comes first and needs three slots, so two take nothing.
+    assert await jobs.reclaim("next", 0.0, 2) == []
+    group, alone = await jobs.reclaim("next", 0.0, 4)
+    assert (group.index, group.size, alone.index, alone.size) == (0, 3, 3, 1)
+
+
 async def test_members_written_first_are_provisional_until_the_commit(jobs: JobStore) -> None:
     job_id = await _job(jobs)
     leader, _ = await jobs.claim("w1", 10, block_s=0.1)
@@ -120,7 +143,7 @@ async def test_only_the_groups_holder_writes_its_members(jobs: JobStore) -> None
     await jobs.begin(leader, "slow", 3)
     await jobs.write_members(leader, "slow", [(1, '{"by": "slow"}')])
     # "slow" is taken for dead: its entry goes to "next", who begins the group again.
-    (taken,) = await jobs.reclaim("next", min_idle_s=0.0, count=1)
+    (taken,) = await jobs.reclaim("next", min_idle_s=0.0, count=3)  # the group: 3 slots
     assert taken.index == 0 and (await jobs.begin(taken, "next", 3)).kind == "go"
     assert await jobs.write_members(leader, "slow", [(2, '{"by": "slow"}')]) == 0
     assert await jobs.write_members(taken, "next", [(1, '{"by": "next"}')]) == 1

@@ -18,7 +18,7 @@ import redis
 from judge_service.config import Settings
 from judge_service.errors import StoreUnavailable
 from judge_service.jobs import failover
-from judge_service.jobs.model import Entry, Takeover
+from judge_service.jobs.model import Claimed, Entry, Takeover
 from judge_service.jobs.queue import RedisJobStore
 from judge_service.jobs.worker import Worker, WorkerConfig
 from judge_service.pipeline import Engine
@@ -116,8 +116,10 @@ class LostReply(RedisJobStore):
 
     lost: list[Entry]
 
-    async def claim(self, consumer: str, count: int, block_s: float) -> list[Entry]:
-        entries = await super().claim(consumer, count, block_s)
+    async def claim(
+        self, consumer: str, count: int, block_s: float, cap: int | None = None
+    ) -> Claimed:
+        entries = await super().claim(consumer, count, block_s, cap)
         if entries and not hasattr(self, "lost"):
             self.lost = entries
             raise StoreUnavailable("connection reset while reading the reply")
@@ -151,8 +153,10 @@ class Outage(RedisJobStore):
         self.last_failure = self.last_failure or -1.0  # the first beat, before claiming
         await super().heartbeat(consumer, external)
 
-    async def take_over(self, consumer: str, dead_after_s: float, count: int) -> Takeover:
-        taken = await super().take_over(consumer, dead_after_s, count)
+    async def take_over(
+        self, consumer: str, dead_after_s: float, count: int, cap: int | None = None
+    ) -> Takeover:
+        taken = await super().take_over(consumer, dead_after_s, count, cap)
         if taken.entries and self.took_over_at is None:
             self.took_over_at = time.monotonic()
         return taken

@@ -24,7 +24,7 @@ from typing import Any
 from redis import exceptions as redis_errors
 
 from judge_service.jobs.model import Entry, QueueStats, Takeover, queued_age_s
-from judge_service.jobs.scripts import STATUSES
+from judge_service.jobs.scripts import SLOTS, STATUSES
 from judge_service.store.redis_conn import GROUP, RedisConnection
 
 FORGET_MS = 3_600_000  # a heartbeat record this old is dropped; so is an idle empty consumer
@@ -47,15 +47,37 @@ end
 return now
 """
 
-# KEYS: stream, beats. ARGV: group, me, dead after (ms), count, forget ms.
-# Up to `count` pending entries of dead consumers, claimed by `me`; a dead consumer with
-# nothing left pending is removed (its heartbeat too), as is a consumer with no heartbeat
-# record, nothing pending and idle for `forget ms`. Returns {claimed entries, {consumer
-# of each claimed entry}, {removed consumers}}.
-TAKE_OVER = """
+# Pending entries from XPENDING rows, in order, while their slots (`claims.SLOTS`) fit in
+# `free`. Returns their ids and the slots they hold.
+_FIT = (
+    SLOTS
+    + """
+local function fit(stream, rows, free, cap)
+  local ids, used = {}, 0
+  for _, r in ipairs(rows) do
+    local m = redis.call('XRANGE', stream, r[1], r[1])
+    local n = 1
+    if m[1] then n = slots(m[1][2], cap) end
+    if used + n > free then break end
+    used = used + n
+    ids[#ids + 1] = r[1]
+  end
+  return ids, used
+end
+"""
+)
+
+# KEYS: stream, beats. ARGV: group, me, dead after (ms), slots, forget ms, cap (0: none).
+# Pending entries of dead consumers holding up to `slots` slots, claimed by `me`; a dead
+# consumer with nothing left pending is removed (its heartbeat too), as is a consumer with
+# no heartbeat record, nothing pending and idle for `forget ms`. Returns {claimed
+# entries, {consumer of each claimed entry}, {removed consumers}}.
+TAKE_OVER = (
+    _FIT
+    + """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local want = tonumber(ARGV[4])
+local want, cap, used = tonumber(ARGV[4]), tonumber(ARGV[6]), 0
 local claimed, owners, removed = {}, {}, {}
 local info = redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
 for _, row in ipairs(info) do
@@ -66,10 +88,10 @@ for _, row in ipairs(info) do
     local beat = redis.call('ZSCORE', KEYS[2], name)
     local dead = beat and now - tonumber(beat) > tonumber(ARGV[3])
     local pending = tonumber(c['pending'])
-    if dead and pending > 0 and #claimed < want then
-      local rows = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', want - #claimed, name)
-      local ids = {}
-      for _, r in ipairs(rows) do ids[#ids + 1] = r[1] end
+    if dead and pending > 0 and used < want then
+      local rows = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', want - used, name)
+      local ids, took = fit(KEYS[1], rows, want - used, cap)
+      used = used + took
       if #ids > 0 then
         for _, m in ipairs(redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(ids))) do
           claimed[#claimed + 1] = m
@@ -88,27 +110,37 @@ for _, row in ipairs(info) do
 end
 return {claimed, owners, removed}
 """
+)
 
-# KEYS: stream, beats. ARGV: group, me, min idle (ms), start, count, scan.
+# KEYS: stream, beats. ARGV: group, me, min idle (ms), start, slots, scan, cap (0: none).
 # The last resort: entries idle for `min idle` whose consumer has no heartbeat record,
-# claimed by `me`. Looks at up to `scan` pending entries from `start`; returns {next start
-# ("0-0" once the end was reached), claimed entries}.
-IDLE_CLAIM = """
+# claimed by `me` while their slots fit in `slots`. Looks at up to `scan` pending entries
+# from `start`; returns {next start ("0-0" once the end was reached), claimed entries}.
+IDLE_CLAIM = (
+    SLOTS
+    + """
 local rows = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], ARGV[4], '+', ARGV[6])
-local want = tonumber(ARGV[5])
-local ids, last = {}, nil
+local want, cap, used = tonumber(ARGV[5]), tonumber(ARGV[7]), 0
+local ids, last, full = {}, nil, false
 for _, r in ipairs(rows) do
-  last = r[1]
   if r[2] ~= ARGV[2] and not redis.call('ZSCORE', KEYS[2], r[2]) then
+    local m = redis.call('XRANGE', KEYS[1], r[1], r[1])
+    local n = 1
+    if m[1] then n = slots(m[1][2], cap) end
+    if used + n > want then full = true break end
+    used = used + n
     ids[#ids + 1] = r[1]
-    if #ids >= want then break end
   end
+  last = r[1]
+  if used >= want then full = true break end
 end
 local cursor = '0-0'
-if last and (#rows >= tonumber(ARGV[6]) or #ids >= want) then cursor = '(' .. last end
+if last and (#rows >= tonumber(ARGV[6]) or full) then cursor = '(' .. last end
+if full and not last then cursor = ARGV[4] end
 if #ids == 0 then return {cursor, {}} end
 return {cursor, redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))}
 """
+)
 
 # KEYS: stream. ARGV: group, me, start, count.
 # Entries pending under `me` from `start` on: left by an earlier process with the same
@@ -140,7 +172,7 @@ return 1
 """
 
 
-def _missing_group(exc: redis_errors.ResponseError) -> bool:
+def missing_group(exc: redis_errors.ResponseError) -> bool:
     """Redis lost the stream or group (restarted without persistence)."""
     text = str(exc)
     return "NOGROUP" in text or "no such key" in text
@@ -168,14 +200,17 @@ class RedisFailover:
         args: list[str | int | float] = [consumer, FORGET_MS, "1" if external else "0", time.time()]
         await self.conn.run(lambda _: self._beat(keys=keys, args=args))
 
-    async def take_over(self, consumer: str, dead_after_s: float, count: int) -> Takeover:
+    async def take_over(
+        self, consumer: str, dead_after_s: float, count: int, cap: int | None = None
+    ) -> Takeover:
         keys = [self.keys.stream, self.beats]
         want = min(count, _MAX_CLAIM)
         args: list[str | int] = [GROUP, consumer, int(dead_after_s * 1000), want, FORGET_MS]
+        args.append(cap or 0)
         try:
             reply = await self.conn.run(lambda _: self._take_over(keys=keys, args=args))
         except redis_errors.ResponseError as exc:
-            if _missing_group(exc):
+            if missing_group(exc):
                 return Takeover()
             raise
         claimed, owners, removed = reply
@@ -187,23 +222,29 @@ class RedisFailover:
                 kept.append(owner)
         return Takeover(entries, kept, list(removed))
 
-    async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
+    async def reclaim(
+        self, consumer: str, min_idle_s: float, count: int, cap: int | None = None
+    ) -> list[Entry]:
         claimed: list[Entry] = []
         keys = [self.keys.stream, self.beats]
         for _ in range(10):  # bounded work per call; the cursor carries on next time
-            want = min(count - len(claimed), _MAX_CLAIM)
-            args = [GROUP, consumer, int(min_idle_s * 1000), self._cursor, want, _SCAN]
+            held = sum(e.slots(cap) for e in claimed)
+            want = min(count - held, _MAX_CLAIM)
+            if want <= 0:
+                break
+            start = self._cursor
+            args = [GROUP, consumer, int(min_idle_s * 1000), start, want, _SCAN, cap or 0]
             try:
                 reply = await self.conn.run(
                     lambda _, a=args: self._idle_claim(keys=keys, args=a)  # type: ignore[misc]
                 )
             except redis_errors.ResponseError as exc:
-                if _missing_group(exc):
+                if missing_group(exc):
                     return claimed
                 raise
             self._cursor = reply[0]
             claimed += [e for e in map(script_entry, reply[1]) if e is not None]
-            if self._cursor == "0-0" or len(claimed) >= count:
+            if self._cursor in ("0-0", start):  # the end, or an entry too large for now
                 break
         return claimed
 
@@ -217,7 +258,7 @@ class RedisFailover:
                     lambda _, a=args: self._adopt(keys=[self.keys.stream], args=a)  # type: ignore[misc]
                 )
             except redis_errors.ResponseError as exc:
-                if _missing_group(exc):
+                if missing_group(exc):
                     return entries
                 raise
             cursor = reply[0]
@@ -292,4 +333,4 @@ def script_entry(message: Any) -> Entry | None:
     fields = dict(zip(flat[::2], flat[1::2], strict=True))
     if "job" not in fields:
         return None
-    return Entry(entry_id, fields["job"], int(fields["i"]))
+    return Entry(entry_id, fields["job"], int(fields["i"]), int(fields.get("n", 1)))

@@ -18,6 +18,7 @@ from judge_service.errors import IdempotencyConflict
 from judge_service.jobs.model import (
     CANCELLED,
     Begin,
+    Claimed,
     Entry,
     FinishKind,
     GroupWrite,
@@ -26,6 +27,7 @@ from judge_service.jobs.model import (
     QueueStats,
     Takeover,
     final_status,
+    fitting,
     new_job_id,
     queued_age_s,
 )
@@ -115,9 +117,13 @@ class MemoryJobStore(JobStore):
             self._idem[(tenant, idempotency_key)] = (job.id, fingerprint)
         for index in range(len(ids)):
             if members is None or index not in members:
-                self._new.append(Entry(self._entry_id(), job.id, index))
+                self._new.append(self._entry(job, index))
         self._event().set()
         return job.id, True
+
+    def _entry(self, job: _Job, index: int) -> Entry:
+        """A new entry for rollout `index`: a leader's stands for its whole group."""
+        return Entry(self._entry_id(), job.id, index, 1 + len(job.groups.get(index, ())))
 
     def _expire(self) -> None:
         horizon = time.time() - self.ttl_s
@@ -163,36 +169,41 @@ class MemoryJobStore(JobStore):
                 job.counts["cancelled"] += 1
         self._maybe_finished(job)
 
-    async def claim(self, consumer: str, count: int, block_s: float) -> list[Entry]:
+    async def claim(
+        self, consumer: str, count: int, block_s: float, cap: int | None = None
+    ) -> Claimed:
         if not self._new and block_s > 0:
             event = self._event()
             event.clear()
             try:
                 await asyncio.wait_for(event.wait(), block_s)
             except TimeoutError:
-                return []
-        claimed: list[Entry] = []
-        while self._new and len(claimed) < count:
+                return Claimed()
+        claimed = Claimed()
+        sizes = [e.size for e in itertools.islice(self._new, count)]
+        for _ in range(fitting(sizes, count, cap)):
             entry = self._new.popleft()
             self._pending[entry.id] = (entry, consumer, time.monotonic())
             claimed.append(entry)
+        claimed.full = not claimed and bool(self._new)
         return claimed
 
-    async def take_over(self, consumer: str, dead_after_s: float, count: int) -> Takeover:
+    async def take_over(
+        self, consumer: str, dead_after_s: float, count: int, cap: int | None = None
+    ) -> Takeover:
         return Takeover()  # one process, one worker: no other consumer can die alone
 
     async def adopt(self, consumer: str) -> list[Entry]:
         return []  # the queue dies with its process: no earlier process left entries
 
-    async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
+    async def reclaim(
+        self, consumer: str, min_idle_s: float, count: int, cap: int | None = None
+    ) -> list[Entry]:
         now = time.monotonic()
-        claimed: list[Entry] = []
-        for entry, _, at in list(self._pending.values()):
-            if len(claimed) >= count:
-                break
-            if now - at >= min_idle_s:
-                self._pending[entry.id] = (entry, consumer, now)
-                claimed.append(entry)
+        idle = [entry for entry, _, at in self._pending.values() if now - at >= min_idle_s]
+        claimed = idle[: fitting([e.size for e in idle], count, cap)]
+        for entry in claimed:
+            self._pending[entry.id] = (entry, consumer, now)
         return claimed
 
     async def begin(self, entry: Entry, consumer: str, max_deliveries: int) -> Begin:
@@ -325,7 +336,7 @@ class MemoryJobStore(JobStore):
                 if job.run.pop(member, None) is not None:
                     job.out.pop(member, None)  # provisional: judged again with the group
             job.tries[entry.index] = max(0, job.tries.get(entry.index, 0) - 1)
-            self._new.append(Entry(self._entry_id(), entry.job, entry.index))
+            self._new.append(self._entry(job, entry.index))
             self._event().set()
 
     async def record_error(self, entry: Entry, error: str) -> None:

@@ -58,6 +58,31 @@ class Entry:
     id: str
     job: str
     index: int
+    size: int = 1  # the rollouts it stands for: a groupwise job's leader's, its group's
+
+    def slots(self, cap: int | None) -> int:
+        """The judging slots it holds in a worker: one for each rollout of its group (each
+        member's session holds one, `jobs.groups`), at most `cap`, the worker's all."""
+        return max(1, self.size if cap is None else min(self.size, cap))
+
+
+class Claimed(list[Entry]):
+    """Entries claimed, in queue order. `full`: the next queued entry needs more slots
+    than were offered, so the claim returned at once instead of waiting for new entries
+    (the worker waits for one of its own to finish)."""
+
+    full = False
+
+
+def fitting(sizes: Sequence[int], slots: int, cap: int | None) -> int:
+    """How many of the entries of `sizes`, in order, fit in `slots` (`Entry.slots`)."""
+    used = taken = 0
+    for size in sizes:
+        used += Entry("", "", 0, size).slots(cap)
+        if used > slots:
+            break
+        taken += 1
+    return taken
 
 
 @dataclass(frozen=True)
@@ -240,13 +265,21 @@ class JobStore(ABC):
         """Mark the job cancelled; rollouts not started get a cancelled result."""
 
     @abstractmethod
-    async def claim(self, consumer: str, count: int, block_s: float) -> list[Entry]:
-        """Up to `count` new entries for `consumer`, waiting up to `block_s` for one."""
+    async def claim(
+        self, consumer: str, count: int, block_s: float, cap: int | None = None
+    ) -> Claimed:
+        """New entries for `consumer`, in queue order, holding at most `count` judging
+        slots between them (`Entry.slots(cap)`: a group holds one per rollout), waiting
+        up to `block_s` for one while none is queued; at once, `full`, when the next one
+        does not fit."""
 
     @abstractmethod
-    async def take_over(self, consumer: str, dead_after_s: float, count: int) -> Takeover:
-        """Up to `count` entries of consumers whose heartbeat is older than `dead_after_s`,
-        now delivered to `consumer`; such consumers with nothing left are removed."""
+    async def take_over(
+        self, consumer: str, dead_after_s: float, count: int, cap: int | None = None
+    ) -> Takeover:
+        """Entries of consumers whose heartbeat is older than `dead_after_s`, holding at
+        most `count` slots (as `claim`), now delivered to `consumer`; such consumers with
+        nothing left are removed."""
 
     @abstractmethod
     async def adopt(self, consumer: str) -> list[Entry]:
@@ -254,9 +287,12 @@ class JobStore(ABC):
         delivered again to it (no one else takes them: that name's heartbeat is fresh)."""
 
     @abstractmethod
-    async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
-        """Up to `count` entries of consumers with no heartbeat record, unacknowledged for
-        `min_idle_s` or more, now delivered to `consumer` (the last resort)."""
+    async def reclaim(
+        self, consumer: str, min_idle_s: float, count: int, cap: int | None = None
+    ) -> list[Entry]:
+        """Entries of consumers with no heartbeat record, unacknowledged for `min_idle_s`
+        or more, holding at most `count` slots (as `claim`), now delivered to `consumer`
+        (the last resort)."""
 
     @abstractmethod
     async def begin(self, entry: Entry, consumer: str, max_deliveries: int) -> Begin: ...

@@ -36,6 +36,7 @@ from redis import exceptions as redis_errors
 
 from judge_service.errors import IdempotencyConflict, StoreUnavailable
 from judge_service.jobs import scripts
+from judge_service.jobs.claims import CLAIM, RedisClaims
 from judge_service.jobs.failover import RedisFailover
 from judge_service.jobs.group_queue import RedisGroupWrites, lead_fields
 from judge_service.jobs.model import (
@@ -58,7 +59,7 @@ CHUNK = 500
 _CHUNK_BYTES = 4 << 20  # and payload bytes per HSET: copying 4 MB is about a millisecond
 
 
-class RedisJobStore(RedisJobReads, RedisGroupWrites, JobStore):
+class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
     shared = True
 
     def __init__(
@@ -81,6 +82,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, JobStore):
         client = conn.client
         self._create = client.register_script(scripts.CREATE)
         self._enqueue_chunk = client.register_script(scripts.ENQUEUE)
+        self._claim = client.register_script(CLAIM)
         self._begin = client.register_script(scripts.BEGIN)
         self._finish = client.register_script(scripts.FINISH)
         self._finish_group = client.register_script(scripts.FINISH_GROUP)
@@ -254,35 +256,18 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, JobStore):
             job(job_id, "groups"),
         ]
 
-    async def claim(self, consumer: str, count: int, block_s: float) -> list[Entry]:
-        async def read(r: Any) -> Any:
-            try:
-                return await r.xreadgroup(
-                    GROUP,
-                    consumer,
-                    {self.keys.stream: ">"},
-                    count=count,
-                    block=max(1, int(block_s * 1000)),
-                )
-            except redis_errors.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                return None  # Redis lost the group (restarted without persistence)
-
-        response = await self.conn.run(read)
-        if response is None:
-            await self.ensure_queue()
-            return []
-        return [e for _, messages in response for e in _entries(messages)]
-
-    async def take_over(self, consumer: str, dead_after_s: float, count: int) -> Takeover:
-        return await self.failover.take_over(consumer, dead_after_s, count)
+    async def take_over(
+        self, consumer: str, dead_after_s: float, count: int, cap: int | None = None
+    ) -> Takeover:
+        return await self.failover.take_over(consumer, dead_after_s, count, cap)
 
     async def adopt(self, consumer: str) -> list[Entry]:
         return await self.failover.adopt(consumer)
 
-    async def reclaim(self, consumer: str, min_idle_s: float, count: int) -> list[Entry]:
-        return await self.failover.reclaim(consumer, min_idle_s, count)
+    async def reclaim(
+        self, consumer: str, min_idle_s: float, count: int, cap: int | None = None
+    ) -> list[Entry]:
+        return await self.failover.reclaim(consumer, min_idle_s, count, cap)
 
     async def begin(self, entry: Entry, consumer: str, max_deliveries: int) -> Begin:
         parts = ("", "out", "run", "tries", "errors", "in")
@@ -380,11 +365,3 @@ def _chunks(payloads: Sequence[str]) -> list[tuple[int, int]]:
     if start < len(payloads):
         ranges.append((start, len(payloads)))
     return ranges
-
-
-def _entries(messages: Any) -> list[Entry]:
-    entries = []
-    for entry_id, fields in messages:
-        if fields and "job" in fields:  # a deleted entry comes back without fields
-            entries.append(Entry(entry_id, fields["job"], int(fields["i"])))
-    return entries

@@ -26,6 +26,33 @@ local function move(first, job, from, to, now)
 end
 """
 
+# The judging slots a stream message's fields hold (`jobs.claims`): its group's size `n`
+# (1 without one), at most `cap` (0: no cap).
+SLOTS = """
+local function slots(fields, cap)
+  local n = 1
+  for k = 1, #fields, 2 do
+    if fields[k] == 'n' then n = tonumber(fields[k + 1]) end
+  end
+  if cap > 0 and n > cap then n = cap end
+  if n < 1 then n = 1 end
+  return n
+end
+"""
+
+# Queues rollout `i` of a job: a group's leader (`lead` field g<i> lists its members)
+# with its group's size `n`, for claiming by slots (`jobs.claims`).
+_QUEUE = """
+local function queue(stream, lead, job, i)
+  local group = redis.call('HGET', lead, 'g' .. i)
+  if group then
+    local _, commas = string.gsub(group, ',', '')
+    return redis.call('XADD', stream, '*', 'job', job, 'i', i, 'n', commas + 2)
+  end
+  return redis.call('XADD', stream, '*', 'job', job, 'i', i)
+end
+"""
+
 # KEYS: job, idempotency, creating, S (6). ARGV: job id, tenant, total, options,
 # fingerprint, now, ttl, has idempotency key ("1"/"0"). Returns "{job id} {fingerprint}" of
 # the job that holds the idempotency key: the new one, or the one created earlier with the
@@ -56,7 +83,9 @@ return holder
 # rollout's). Returns where the next chunk starts (the current `enqueued` if another
 # caller got there first), or -1 once every entry is queued, the job expired, or an older
 # version queued all of them at creation.
-ENQUEUE = """
+ENQUEUE = (
+    _QUEUE
+    + """
 local j = redis.call('HMGET', KEYS[1], 'enqueued', 'total')
 if not j[1] or tonumber(j[1]) >= tonumber(j[2]) then
   redis.call('ZREM', KEYS[3], ARGV[1])
@@ -66,9 +95,7 @@ local at, total = tonumber(j[1]), tonumber(j[2])
 if at ~= tonumber(ARGV[2]) then return at end
 local stop = math.min(tonumber(ARGV[3]), total)
 for i = at, stop - 1 do
-  if redis.call('HEXISTS', KEYS[4], i) == 0 then
-    redis.call('XADD', KEYS[2], '*', 'job', ARGV[1], 'i', i)
-  end
+  if redis.call('HEXISTS', KEYS[4], i) == 0 then queue(KEYS[2], KEYS[4], ARGV[1], i) end
 end
 redis.call('HSET', KEYS[1], 'enqueued', stop)
 if stop >= total then
@@ -77,6 +104,7 @@ if stop >= total then
 end
 return stop
 """
+)
 
 # KEYS: job, out, run, tries, errors, in, S (6), lead. ARGV: index, consumer, max
 # deliveries, ttl, job id, now. Returns {kind, attempts, payload-or-last-error}. A group's
@@ -314,7 +342,9 @@ return c
 # A stopping worker's entry goes back to the end of the stream (a new entry, the old one
 # acknowledged), and the interrupted delivery is not counted against the rollout. A
 # leader's members stop running with it, their provisional results dropped.
-RELEASE = """
+RELEASE = (
+    _QUEUE
+    + """
 if redis.call('XACK', KEYS[1], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('XDEL', KEYS[1], ARGV[1])
 if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('HEXISTS', KEYS[3], ARGV[4]) == 1 then
@@ -330,6 +360,7 @@ end
 if tonumber(redis.call('HGET', KEYS[5], ARGV[4]) or '0') > 0 then
   redis.call('HINCRBY', KEYS[5], ARGV[4], -1)
 end
-redis.call('XADD', KEYS[1], '*', 'job', ARGV[3], 'i', ARGV[4])
+queue(KEYS[1], KEYS[6], ARGV[3], ARGV[4])
 return 1
 """
+)

@@ -1,14 +1,15 @@
 """A worker: takes rollouts off the job queue, judges them, writes each result once.
 
 The loop keeps at most `concurrency` rollouts in flight and asks the queue for
-exactly as many as it has free slots, so an entry never waits inside a worker
-behind other work. Before new entries it takes over those of dead workers (a
-heartbeat older than `dead_after_s`, see `jobs.failover`): they are the oldest
-work, and a trainer's step waits for them. Its own heartbeat runs beside the loop
-(`jobs.pulse`), so its slow sessions are never taken from it; in turn, entries
-pending under its own name that it is not judging (left by an earlier process of
-the same name, or a claim whose reply was lost) are its own to find, since no one
-else ever takes from a live name.
+entries by the judging slots it has free (a groupwise job's entry is a whole group,
+holding one slot per rollout: `jobs.claims`), so an entry never waits inside a worker
+behind other work, and groups spread over the workers. Before new entries it takes
+over those of dead workers (a heartbeat older than `dead_after_s`, see
+`jobs.failover`): they are the oldest work, and a trainer's step waits for them. Its
+own heartbeat runs beside the loop (`jobs.pulse`), so its slow sessions are never
+taken from it; in turn, entries pending under its own name that it is not judging
+(left by an earlier process of the same name, or a claim whose reply was lost) are its
+own to find, since no one else ever takes from a live name.
 
 Store failures never lose work: each store step of a rollout is retried until
 Redis answers again (an outage pauses the worker; its results wait in memory).
@@ -118,20 +119,21 @@ class Worker:
                     if config.yield_to_external and await self._externals_alive():
                         await _wait(stop, 1.0)
                         continue
-                    free = config.concurrency - len(self.in_flight)
+                    free = config.concurrency - self._held()
                     if free <= 0:
-                        await asyncio.wait(
-                            set(self.in_flight), timeout=1.0, return_when=asyncio.FIRST_COMPLETED
-                        )
+                        await self._wait_for_a_slot(1.0)
                         continue
                     # Each batch starts as soon as it is claimed: an entry claimed and then
                     # dropped by a failing next step would sit under this live name forever.
                     free -= await self._take_over(free)
                     if free > 0:
-                        for entry in await self.jobs.claim(
-                            config.name, free, block_s=config.block_s
-                        ):
+                        claimed = await self.jobs.claim(
+                            config.name, free, config.block_s, config.concurrency
+                        )
+                        for entry in claimed:
                             self._start(entry)
+                        if claimed.full:  # the next group waits for slots of this worker
+                            await self._wait_for_a_slot(config.block_s)
                     backoff = 0.1
                 except StoreUnavailable as exc:
                     self._outage_at = time.monotonic()
@@ -145,24 +147,39 @@ class Worker:
                 await self.jobs.retire(config.name)
             self.stopped.set()
 
+    def _held(self) -> int:
+        """Judging slots held by the entries in flight (`Entry.slots`: a group, one for
+        each of its rollouts)."""
+        return sum(e.slots(self.config.concurrency) for e in self.in_flight.values())
+
+    async def _wait_for_a_slot(self, timeout: float) -> None:
+        if self.in_flight:
+            await asyncio.wait(
+                set(self.in_flight), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+
     async def _take_over(self, free: int) -> int:
-        """Start entries no live worker is judging, up to `free`; how many were started.
-        First what an earlier process of this name left, then dead workers' entries
-        (checked every heartbeat interval, at once again while more are waiting), then,
-        every few seconds, orphans of this worker and the idle-time last resort."""
+        """Start entries no live worker is judging, holding up to `free` slots; how many
+        slots they hold. First what an earlier process of this name left, then dead
+        workers' entries (checked every heartbeat interval, at once again while more are
+        waiting), then, every few seconds, orphans of this worker and the idle-time last
+        resort."""
         config = self.config
+        cap = config.concurrency
         now = time.monotonic()
         started = 0
-        while self._backlog and started < free:
-            self._start(self._backlog.pop(0))
-            started += 1
+        while self._backlog and started + self._backlog[0].slots(cap) <= free:
+            entry = self._backlog.pop(0)
+            self._start(entry)
+            started += entry.slots(cap)
         if started < free and now >= self._next_takeover and self._sure_of_deaths(now):
             want = free - started
-            taken = await self.jobs.take_over(config.name, config.dead_after_s, want)
-            self._next_takeover = now if len(taken.entries) >= want else now + config.heartbeat_s
+            taken = await self.jobs.take_over(config.name, config.dead_after_s, want, cap)
+            took = sum(e.slots(cap) for e in taken.entries)
+            self._next_takeover = now if took >= want else now + config.heartbeat_s
             for entry in taken.entries:
                 self._start(entry)
-            started += len(taken.entries)
+            started += took
             metrics.JOBS_RECLAIMS.labels("dead_consumer").inc(len(taken.entries))
             for owner in sorted(set(taken.owners)):
                 log.warning(
@@ -177,10 +194,12 @@ class Worker:
             self._next_reclaim = now + config.reclaim_every_s
             await self._adopt_orphans()
             if started < free:
-                idle = await self.jobs.reclaim(config.name, config.reclaim_idle_s, free - started)
+                idle = await self.jobs.reclaim(
+                    config.name, config.reclaim_idle_s, free - started, cap
+                )
                 for entry in idle:
                     self._start(entry)
-                started += len(idle)
+                started += sum(e.slots(cap) for e in idle)
                 metrics.JOBS_RECLAIMS.labels("idle").inc(len(idle))
                 if idle:
                     log.warning(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ from judge_service.jobs.model import JobStore
 from judge_service.jobs.worker import Worker
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.harness.scripted import FakeProviderServer, call, submit
-from tests.harness.scripted.harness import encode, valid_spans
+from tests.harness.scripted.harness import TRACE_TEXT, encode, valid_spans
+from tests.harness.scripted.script import Action, Step, View
 
 MODEL = "anthropic:claude-test"
 
@@ -97,3 +99,39 @@ async def work_until_finished(
     finally:
         stop.set()
         await task
+
+
+def scripted_groups(
+    server: FakeProviderServer,
+    bpe: LoadedTokenizer,
+    bpe_dir: Path,
+    names: list[str],
+    size: int,
+    before: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """`size` rollouts for each name (wire form), one group each (`group_id` the name),
+    whose one session (the group's) is scripted: view rollout 0's first tokens, then
+    submit valid spans on rollout 0, which its siblings share as a prefix. `before(name)`
+    runs as the session's first turn is answered (a test holding sessions there)."""
+    spans = valid_spans(bpe.decode(bpe.hf.encode(TRACE_TEXT, add_special_tokens=False)))
+    rows = []
+    for name in names:
+        view = call("view_tokens", rollout=0, start=0, end=16)
+        first: Step = view if before is None else _after(before, name, view)
+        server.book.add(name, first, submit([{"rollout": 0, **s} for s in spans]))
+        for m in range(size):
+            text = TRACE_TEXT + f"\nChecked once more ({m})."
+            rows.append({
+                "id": f"{name}-{m}", "group_id": name, "problem": f"Compute 17 × 24. SCRIPT:{name}",
+                "response_token_ids": bpe.hf.encode(text, add_special_tokens=False),
+                "tokenizer": str(bpe_dir), "reward": 1.0, "reference_answer": "408",
+            })  # fmt: skip
+    return rows
+
+
+def _after(before: Callable[[str], None], name: str, action: Action) -> Callable[[View], Action]:
+    def step(view: View) -> Action:
+        before(name)
+        return action
+
+    return step
