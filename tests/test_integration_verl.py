@@ -470,3 +470,33 @@ def test_groupwise_streamed_to_several_reward_workers_judges_each_uid_whole(
     outputs = workers[0].loop.run_until_complete(stream())
     with JudgeClient(service) as client:
         _credited_as_groups(client, batch, rows, outputs, ("u1", "u2"))
+
+
+def test_one_samples_4xx_fails_that_sample_and_the_step_goes_on(service: str) -> None:
+    """Outside groupwise each sample is its own /v1/judge call: the one the service refuses
+    (a token id outside the tokenizer's vocabulary: 422) comes back failed, without credit,
+    and the step goes on; its siblings are credited as /v1/judge credits them."""
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    rows = [_sample(tokenizer, "a", RIGHT), _sample(tokenizer, "b", FALSE_AT_3, bad=True),
+            _sample(tokenizer, "c", FALSE_AT_3)]  # fmt: skip
+    batch = _verl_batch(rows, tokenizer, max(len(r["response_token_ids"]) for r in rows))
+    manager = jv.JudgeRewardManager(
+        OmegaConf.create({}), tokenizer, _score, judge_url=service, judge_tokenizer=TOKENIZER
+    )
+
+    async def score_all() -> list[dict[str, Any]]:
+        outputs = await asyncio.gather(*(manager.run_single(batch[i : i + 1]) for i in range(3)))
+        await _close(manager)
+        return list(outputs)
+
+    outputs = manager.loop.run_until_complete(score_all())
+    assert [o["reward_score"] for o in outputs] == [1.0, 0.0, 0.0]
+    statuses, credit = _to_trainer(batch, outputs)
+    assert list(statuses) == ["ok", "failed", "ok"]
+    assert torch.all(credit[1] == 0)  # the refused sample trains on its outcome alone
+    mask = batch.batch["response_mask"]
+    with JudgeClient(service) as client:
+        for i in (0, 2):
+            alone = client.judge({**rows[i], "id": "x"}, {"credit_encoding": "dense"})
+            torch.testing.assert_close(credit[i], _as_trained(alone, mask[i]), atol=1e-6, rtol=0)
+    assert torch.any(credit[2] < 0)  # the false step really was credited

@@ -37,6 +37,10 @@ train with the legacy trainer, ``trainer.use_v1=False``: the v1 trainer fetches 
 field list from its TransferQueue (``verl/trainer/ppo/v1/trainer_base.py``) that carries no
 ``reward_extra_info``, so there the credit would not arrive (not supported yet).
 
+A sample the service refuses (its own 4xx: a token id outside the tokenizer, a size
+limit) comes back ``failed`` in ``judge_status``, with no credit, and trains on its
+outcome reward alone; the step goes on, as with TRL's integration.
+
 Groupwise (``JUDGE_OPTIONS='{"groupwise": true}'``): verl's GRPO groups samples by
 ``non_tensor_batch["uid"]`` (``compute_grpo_outcome_advantage``'s ``index``). A reward worker
 cannot gather a uid: on verl's default path the agent loop sends each sample, as its
@@ -304,7 +308,9 @@ class JudgeRewardManager(NaiveRewardManager):
         return str(tokenizer.decode(ids, skip_special_tokens=True))
 
     async def _judge(self, item: Any) -> Result:
-        return await self.judge_client.judge(self._rollout(item), self.judge_options)
+        """The sample's own 4xx (a token id outside the tokenizer, a size limit) fails
+        that sample, as TRL's integration does: the step trains on its outcome alone."""
+        return await _alone(self.judge_client, self.judge_options, self._rollout(item))
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         item = data[-1:][0]
