@@ -13,6 +13,7 @@ import pytest
 
 from judge_service.config import Settings
 from judge_service.drift.monitor import series_of
+from judge_service.drift.verdict import Thresholds, decide
 from judge_service.drift.window import Tally, js_divergence, newest, oldest
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
@@ -49,6 +50,21 @@ def test_window_is_the_newest_chunks_and_baseline_the_first() -> None:
     first = oldest(chunks, 25)
     assert first is not None and first.counts["status"] == {"ok": 30.0}
     assert oldest(chunks[:2], 25) is None
+
+
+def test_a_rise_in_failed_sessions_is_bad_from_a_noisy_baseline() -> None:
+    # 14% -> 52% of sessions falling back is only ~0.12 bits apart: the rate rule decides.
+    baseline, window = Tally(n=200), Tally(n=200)
+    baseline.add("status", "ok", 172)
+    baseline.add("status", "fallback", 28)
+    window.add("status", "ok", 96)
+    window.add("status", "fallback", 104)
+    limits = Thresholds(0.08, 0.2, 0.2, rate_rise=0.2)
+    verdict = decide(baseline, window, limits, baseline_size=200)
+    assert verdict.score < 0.2 and verdict.verdict == "bad"
+    assert verdict.reason == "status: sessions failed 14% -> 52% (+0.38)"
+    window.counts["status"] = {"ok": 150.0, "fallback": 50.0}  # +0.11: drifting
+    assert decide(baseline, window, limits, baseline_size=200).verdict == "drifting"
 
 
 def _engine(server: FakeProviderServer, **extra: Any) -> Engine:

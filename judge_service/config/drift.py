@@ -53,6 +53,14 @@ class DriftSettings(BaseModel):
         le=1,
         description="the divergence at or above which the verdict is `bad`",
     )
+    drift_rate_rise: float = Field(
+        default=0.2,
+        gt=0,
+        le=1,
+        description="the share of judge sessions that failed (fallback or failed), or of "
+        "submitted spans that validation rejected, rising this far over the baseline's makes "
+        "the verdict `bad` (half as far: `drifting`)",
+    )
     drift_shadow_rate: float = Field(
         default=0.01,
         ge=0,

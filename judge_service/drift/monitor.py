@@ -53,7 +53,10 @@ class DriftMonitor:
         self.store = store
         self.canaries = Canaries(settings, store)
         self.limits = Thresholds(
-            settings.drift_drifting_score, settings.drift_bad_score, settings.drift_canary_f1_drop
+            settings.drift_drifting_score,
+            settings.drift_bad_score,
+            settings.drift_canary_f1_drop,
+            settings.drift_rate_rise,
         )
         self.verdicts: dict[str, Verdict] = {}  # the last scored, per series
         self._pending: dict[str, Tally] = {}

@@ -2,7 +2,9 @@
 
 Each measure scores its window against its baseline (Jensen–Shannon, `window.js_divergence`);
 the verdict follows the worst measure past `drifting_score` or `bad_score`, and the reason
-names it with the category whose share moved most. A canary run whose F1 fell
+names it with the category whose share moved most. The share of sessions that failed
+(fallback or failed) or of spans rejected rising `rate_rise` over the baseline's is `bad`
+on its own (half as far: `drifting`). A canary run whose F1 fell
 `f1_drop` under the judge's first run is `bad` on its own (half as far: `drifting`): a
 canary reads the same records every time, so it separates a judge that changed from a
 policy whose rollouts did.
@@ -10,7 +12,7 @@ policy whose rollouts did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +38,7 @@ class Thresholds:
     drifting_score: float
     bad_score: float
     f1_drop: float
+    rate_rise: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -93,10 +96,41 @@ def decide(
     if worst is not None and score >= limits.drifting_score:
         level = "bad" if score >= limits.bad_score else "drifting"
         reason = _measure_reason(worst, limits)
-    canary = _canary(canary_f1, limits)
-    if canary is not None and LEVELS.index(canary[0]) > LEVELS.index(level):
-        level, reason = canary
+    for found in (_rises(baseline, window, limits), _canary(canary_f1, limits)):
+        if found is not None and LEVELS.index(found[0]) > LEVELS.index(level):
+            level, reason = found
     return Verdict(level, reason, score, measures)
+
+
+# The shares whose rise is a rule of its own: the divergence of a two-way split moves
+# little for a large rise from a noisy base (4% -> 50% of sessions failing is 0.2 bits at
+# best), and either is a judge's health, not the policy's.
+RATES = (
+    ("status", "sessions failed", lambda c: c != "ok"),
+    ("rejections", "spans rejected", lambda c: c != "accepted"),
+)
+
+
+def _rises(baseline: Tally, window: Tally, limits: Thresholds) -> tuple[Level, str] | None:
+    worst: tuple[float, str] | None = None
+    for measure, what, counted in RATES:
+        before, after = (_share(t, measure, counted) for t in (baseline, window))
+        if before is None or after is None:
+            continue
+        rise = after - before
+        if worst is None or rise > worst[0]:
+            worst = (rise, f"{measure}: {what} {before:.0%} -> {after:.0%} (+{rise:.2f})")
+    if worst is None or worst[0] < limits.rate_rise / 2:
+        return None
+    return ("bad" if worst[0] >= limits.rate_rise else "drifting"), worst[1]
+
+
+def _share(tally: Tally, measure: str, counted: Callable[[str], bool]) -> float | None:
+    counts = tally.counts.get(measure, {})
+    total = sum(counts.values())
+    if total < MIN_COUNT:
+        return None
+    return sum(v for c, v in counts.items() if counted(c)) / total
 
 
 def _measure_reason(measure: MeasureScore, limits: Thresholds) -> str:
