@@ -94,7 +94,7 @@ def judge(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, int]]:
         for members in groups.values():
             response = await judge_group(engine, members, Options(credit_encoding="spans"))
             for rollout, result in zip(members, response.results, strict=True):
-                results[rollout.id] = result.model_dump()
+                results[rollout.id] = result.model_dump(warnings=False)
                 results[rollout.id]["group_scores"] = response.group.scores
             for point in response.group.divergence:
                 points[members[point.rollout].id] = point.start

@@ -46,14 +46,14 @@ _TEXT = re.compile(
 # Math delimiters stay: the checker reads them as the bounds of a claim ("with \\(10 - 3 =
 # 7\\)": "with" is no operator of 10 across one). A currency `$` is blanked (`_currency`).
 # `**` between operands is a power (`2**10`), not bold.
-_DELIMS = re.compile(r"\\\$|(?<![0-9)])\*\*|\*\*(?![0-9(-])|__|<<[^<>\n]{0,200}>>")
+_DELIMS = re.compile(r"\\\$|(?<![0-9)])\*\*|\*\*(?![0-9(-])|__")
 _DOLLAR = re.compile(r"(?<![\\$])\$(?!\$)")
 # A display or inline segment that opens with a named quantity: `\\[ \\text{Total} = ...`.
 _NAMED = re.compile(r"(?:\\\[|\\\(|\$\$?)\s*(\\text\s*\{([^{}]*)\})\s*(?==)")
 _CLOSER = re.compile(r"\\[)\]]|\$")
 _SEGMENT_GAP = re.compile(r"(?:\\[)\]]|\$\$?)\s*[.,;]?\s*(?:\\[(\[]|\$\$?)\s*")
 # Cheap, and never a false no: a `*` or `_` alone (a product, a name) is no markup.
-_TRIGGER = re.compile(r"[\\$#]|\*\*|__|<<|^\s*(?:\d{1,3}[.)]|[+•*])\s", re.MULTILINE)
+_TRIGGER = re.compile(r"[\\$#]|\*\*|__|^\s*(?:\d{1,3}[.)]|[+•*])\s", re.MULTILINE)
 _UNIT_WORD = re.compile(r"[A-Za-z]+")
 
 
