@@ -18,7 +18,7 @@ from judge_service.config import Settings
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.conftest import LiveServer
 from tests.harness.scripted import FakeProviderServer, anthropic_server
-from tests.harness.scripted.degrade import Degrader
+from tests.harness.scripted.degrade import Degrader, engine_settings
 
 ALPHA, BETA = "alpha-secret-key-0001", "beta-secret-key-0002"
 JUDGE = "anthropic:claude-test"
@@ -33,14 +33,13 @@ def provider() -> Iterator[FakeProviderServer]:
 @pytest.fixture
 def live(provider: FakeProviderServer, provider_keys: None) -> Iterator[str]:
     settings = Settings(
-        api_keys=f"{ALPHA},{BETA}",  # type: ignore[arg-type]  # CSV, as in the environment
-        llm_anthropic_base_url=provider.url,
-        llm_tools="view_tokens,search_trace",
-        llm_max_retries=0,
-        allowed_judges="anthropic:*,rules",
-        drift_window=40,
-        drift_chunk=10,
-        drift_shadow_rate=0.5,
+        **engine_settings(
+            provider,
+            api_keys=f"{ALPHA},{BETA}",  # CSV, as in the environment
+            drift_window=40,
+            drift_chunk=10,
+            drift_shadow_rate=0.5,
+        )
     )
     with LiveServer(create_app(settings)) as server:
         yield server.url

@@ -20,7 +20,7 @@ from judge_service.schemas import Options, Rollout
 from judge_service.store.memory import MemoryStore
 from judge_service.trace.tokenizer import LoadedTokenizer
 from tests.harness.scripted import FakeProviderServer, anthropic_server
-from tests.harness.scripted.degrade import Degrader
+from tests.harness.scripted.degrade import Degrader, engine_settings
 
 JUDGE = "anthropic:claude-test"
 WINDOW = 100
@@ -68,19 +68,15 @@ def test_a_rise_in_failed_sessions_is_bad_from_a_noisy_baseline() -> None:
 
 
 def _engine(server: FakeProviderServer, **extra: Any) -> Engine:
-    settings = Settings(
-        llm_anthropic_base_url=server.url,
-        llm_tools="view_tokens,search_trace",
-        llm_request_timeout_s=5.0,
-        llm_max_retries=0,
-        allowed_judges="anthropic:*,rules",
+    settings = engine_settings(
+        server,
         max_concurrency=8,
         drift_window=WINDOW,
         drift_chunk=10,
         drift_shadow_rate=0.2,
         **extra,
     )
-    return Engine(settings, store=MemoryStore())
+    return Engine(Settings(**settings), store=MemoryStore())
 
 
 async def _judge(
@@ -90,7 +86,7 @@ async def _judge(
     options = Options(judge=JUDGE, use_cache=False)
     assert engine.audit is not None
     series = series_of("open", JUDGE, engine.judge_for(JUDGE).prompt_version)
-    verdicts = []
+    verdicts: list[str] = []
     for at in range(first, first + count, 10):
         rollouts = [
             Rollout.model_validate(degrader.rollout(i, tokenizer)) for i in range(at, at + 10)

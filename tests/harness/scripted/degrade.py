@@ -34,6 +34,18 @@ MODES = ("good", "mislabel", "lazy", "half_fail")
 FAULT = Fault(400, message="scripted: the session fails")
 
 
+def engine_settings(server: FakeProviderServer, **extra: Any) -> dict[str, Any]:
+    """Settings (keyword arguments) of an engine judging with the scripted Anthropic judge."""
+    return {
+        "llm_anthropic_base_url": server.url,
+        "llm_tools": "view_tokens,search_trace",
+        "llm_request_timeout_s": 10.0,
+        "llm_max_retries": 0,
+        "allowed_judges": "anthropic:*,rules",
+        **extra,
+    }
+
+
 class Degrader:
     def __init__(self, bpe: LoadedTokenizer, seed: int = 0) -> None:
         self.mode = "good"
