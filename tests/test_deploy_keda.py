@@ -88,6 +88,26 @@ def test_sentinel_password_missing_or_wrong() -> None:
     _assert_named(problems, WAITING, "'sentinelPassword' is not the workers'")
 
 
+def test_a_misspelt_trigger_authentication_parameter() -> None:
+    def typo(doc: Doc) -> None:
+        doc["spec"]["secretTargetRef"][0]["parameter"] = "passwd"
+
+    problems = _problems(URL_PASSWORD, typo, "TriggerAuthentication")
+    _assert_named(problems, WAITING, "passwd (TriggerAuthentication) is not a parameter")
+    _assert_named(problems, WAITING, "has a password, KEDA none")
+
+
+def test_the_cluster_scaler_takes_no_database() -> None:
+    def cluster(doc: Doc) -> None:
+        trigger = doc["spec"]["triggers"][0]
+        trigger["type"] = "redis-cluster-streams"
+        trigger["metadata"]["addresses"] = trigger["metadata"].pop("address")
+
+    problems = _problems(URL_PASSWORD, cluster)
+    _assert_named(problems, WAITING, "databaseIndex (metadata) is not a parameter")
+    _assert_named(problems, WAITING, "type redis-cluster-streams, the workers' URL needs")
+
+
 def test_password_from_another_secret_than_the_workers() -> None:
     label = "external URL, the password from a Secret, KEDA"
 
