@@ -89,6 +89,10 @@ def test_traces_that_state_the_answer_before_any_token_are_left_out() -> None:
     ]
     checked = gate(records + early, 0.9, AuditSettings(bootstrap=300))
     assert checked["n"] == 80 and checked["n_excluded"] == 30
+    # Cut 5 of an answer block at 9 is not far before it; cut 2 of 9 would be.
+    assert checked["n_cut_far_before_answer"] == 0
+    far = [{**r, "gate_cut": 2} for r in records[:3]]
+    assert gate(far + records[3:], 0.9, AuditSettings(bootstrap=50))["n_cut_far_before_answer"] == 3
     assert checked["cut"] == "before_first_answer"
     assert checked["auroc"] == pytest.approx(1.0) and checked["passed"] is True
     assert checked["ci"][0] >= 0.9

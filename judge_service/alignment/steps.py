@@ -6,9 +6,9 @@ rules, fences and blank lines); the lines of a display-math block (between ``\\[
 What a step computes is read by the project's readers, never by a second list of forms:
 
 - its claims: every non-trivial ``a = b`` link the exact checker reads in the line's
-  checker form (`judges.rules.claims.find_links`: words, LaTeX, ``\\text{}`` unit labels,
-  GSM8K's calculator annotations ``<<16-3=13>>``), as operand values (`reading.numbers`), a result and whether
-  the checker proves it;
+  checker form (`judges.rules.claims.find_links`: words, LaTeX, ``\\text{}`` unit
+  labels, GSM8K's calculator annotations ``<<16-3=13>>``), as operand values
+  (`reading.numbers`), a result and whether the checker proves it;
 - its values: every number written in it outside its structural lead (``2. Food`` has
   none), words included (``three`` is 3).
 

@@ -95,6 +95,24 @@ def _gate_cut_field(records: Sequence[dict[str, Any]]) -> tuple[str | None, str]
     return None, "end"
 
 
+# A gate cut before this share of the answer block's cut reads a trace far before its
+# answer: the reference (or a form of it) written early, or an early mention the reader
+# took for the answer. Counted, so a reader sees what the gate read so early.
+FAR_BEFORE = 0.25
+
+
+def far_before_answer(records: Sequence[dict[str, Any]]) -> int:
+    """Finished traces whose gate cut is above 0 but below FAR_BEFORE of their answer
+    block's cut."""
+    count = 0
+    for record in records:
+        gate_cut, block = record.get("gate_cut"), record.get("answer_cut")
+        if not record.get("finished") or gate_cut is None or block is None:
+            continue
+        count += 0 < gate_cut < FAR_BEFORE * block
+    return count
+
+
 def _gate_values(
     records: Sequence[dict[str, Any]], field: str | None
 ) -> tuple[list[float], list[bool], list[str], int]:
@@ -162,6 +180,7 @@ def gate(
         "n": len(labels),
         "n_excluded": excluded,
         "excluded_reason": "the answer is written before the trace's first token boundary",
+        "n_cut_far_before_answer": far_before_answer(records),
         "cut": cut_name,
         "auroc_end": _finite(auroc(end_values, end_labels)),
         "threshold": threshold,

@@ -128,7 +128,9 @@ def render_report(summary: dict[str, Any], lockin: dict[str, dict[str, Any]] | N
         f"problems, over {gate['n_correct']} correct and {gate['n_wrong']} "
         f"wrong finished traces (probe value of the reference answer {where}); "
         f"{gate.get('n_excluded', 0)} traces left out because they write the answer before "
-        f"any token. The gate passes on the CI's lower bound. At the end of "
+        f"any token, and {gate.get('n_cut_far_before_answer', 0)} read before a quarter of "
+        f"the way to their answer block (an early mention of the answer or the reference). "
+        f"The gate passes on the CI's lower bound. At the end of "
         f"the trace, where the answer is already written and the probe measures copying: "
         f"AUROC {_num(gate.get('auroc_end'))} (not gated on).</p>"
     )
