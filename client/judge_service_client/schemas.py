@@ -46,7 +46,12 @@ class Rollout(BaseModel):
         default=None, description="Missing: the content of the last \\boxed{...}."
     )
     reference_answer: Text | None = None
-    reference_solution: Text | None = None
+    reference_solution: Text | None = Field(
+        default=None,
+        description="A correct solution of the problem (a dataset's, e.g. GSM8K's). Shown "
+        "to an LLM judge, and read as one more correct sibling: a wrong rollout gets a "
+        "divergence point against it, judged alone or in a group.",
+    )
     rubric: Text | None = Field(
         default=None,
         description="Grading criteria for this rollout; read by options.reweight cort:<model>.",
@@ -327,8 +332,14 @@ class GroupRequestBody(BaseModel):
 
 class DivergencePoint(BaseModel):
     rollout: int = Field(description="The wrong rollout's index in the group.")
-    sibling: int = Field(description="The correct sibling it parts from.")
-    agreed_steps: int = Field(description="Steps (lines) the two share before the point.")
+    sibling: int = Field(
+        description="The first correct sibling read against it; -1 when the only correct "
+        "solution was the rollouts' reference_solution."
+    )
+    agreed_steps: int = Field(
+        description="The wrong rollout's steps before the point (each one its alignment "
+        "with the correct solutions found good)."
+    )
     start: int = Field(description="The point's tokens in the wrong rollout: [start, end).")
     end: int
     reason: Literal["checker_false", "leads_to_wrong_answer"]
