@@ -225,3 +225,55 @@ def test_merge_leaves_the_judges_own_spans_standing() -> None:
     assert [(s.start, s.label) for s in merged] == [(10, L.VALID_PROGRESS), (30, L.UNSUPPORTED)]
 
 
+
+
+@st.composite
+def running_sums(draw: st.DrawFn) -> tuple[list[int], int, int]:
+    """Addends of a running sum, the step k where a wrong rollout misreads its addend, and
+    by how much."""
+    addends = draw(st.lists(st.integers(2, 60), min_size=2, max_size=6, unique=True))
+    return addends, draw(st.integers(0, len(addends) - 1)), draw(st.integers(1, 9))
+
+
+def _sum_lines(addends: list[int], slip_at: int | None, slip: int, styled: bool) -> list[str]:
+    lines, total = [], 0
+    for k, a in enumerate(addends):
+        read = a + slip if k == slip_at else a
+        line = f"Add {read}: {total} + {read} = {total + read}."
+        if styled:
+            lines += [f"### Step {k + 1}", f"{k + 1}. {line}"]
+        else:
+            lines.append(line)
+        total += read
+    return [*lines, f"So the answer is \\boxed{{{total}}}."]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(running_sums(), st.booleans())
+def test_the_point_is_the_misread_step_however_the_rollout_is_laid_out(
+    bpe: LoadedTokenizer, drawn: tuple[list[int], int, int], styled: bool
+) -> None:
+    # A wrong rollout reads one addend wrong and carries on with true arithmetic; laid out
+    # as markdown or not, the point is that step, whatever its headings and list numbers.
+    addends, at, slip = drawn
+    problem = "Add " + ", ".join(map(str, addends)) + "."
+    right = Member(
+        bpe.decode(bpe.hf.encode("\n".join(_sum_lines(addends, None, 0, False)))),
+        reward=1.0,
+        problem=problem,
+    )
+    lines = _sum_lines(addends, at, slip, styled)
+    text = "\n".join(lines)
+    wrong = Member(bpe.decode(bpe.hf.encode(text)), reward=0.0, problem=problem)
+    points = divergences([right, wrong])
+    sums = [sum(addends[: k + 1]) for k in range(len(addends))]
+    wrong_values = [addends[at] + slip] + [s + slip for s in sums[at:]]
+    if set(wrong_values) & set(addends + sums):
+        # A misread value that the correct route also reaches (2 read as 5 where 2 + 3 =
+        # 5): comparing values cannot tell them apart. Such draws test nothing here.
+        return
+    (point,) = points
+    # The step, without its list number: the marker is structure, not part of the claim.
+    assert point.text.startswith("Add ") and f"+ {addends[at] + slip} =" in point.text
+    low, _ = wrong.trace.char_range(point.start, point.end)
+    assert not wrong.trace.text[low : text.index(point.text)].strip(" ")
