@@ -1,6 +1,7 @@
 """Where users see the drift audit (issue 40): ``GET /v1/audit/drift`` and its page over real
 HTTP, per API key; ``client.drift()``; the Prometheus metrics; and the trainers' watch
-logging the verdict and stopping the run on ``bad`` against a judge that went lazy."""
+logging the verdict and stopping the run on ``bad`` against a judge that went lazy; a
+pinned baseline."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from judge_service_client.client import JudgeClient
+from judge_service_client.client import JudgeClient, NotFoundError
 from judge_service_client.integrations.drift import DriftWatch, JudgeDriftError
 
 from judge_service.api.app import create_app
@@ -99,10 +100,24 @@ def test_drift_over_http_per_key_with_page_metrics_and_a_stop(
         )
         assert refused.status_code == 422 and refused.json()["field"] == "query.points"
         assert httpx.get(f"{live}/v1/audit/drift").status_code == 401
-    metrics = httpx.get(f"{live}/metrics").text
-    verdicts = [line for line in metrics.splitlines() if line.startswith("judge_drift_verdict{")]
-    assert any(JUDGE in line and line.endswith(" 2.0") for line in verdicts), verdicts
-    assert "judge_drift_score{" in metrics and "judge_shadow_agreement{" in metrics
+
+        metrics = httpx.get(f"{live}/metrics").text
+        verdicts = [
+            line for line in metrics.splitlines() if line.startswith("judge_drift_verdict{")
+        ]
+        assert any(JUDGE in line and line.endswith(" 2.0") for line in verdicts), verdicts
+        assert "judge_drift_score{" in metrics and "judge_shadow_agreement{" in metrics
+        # the lazy judge accepted as the new normal: its window pinned as the baseline
+        pinned = alpha.pin_drift_baseline(JUDGE)
+        assert pinned.verdict == "ok" and pinned.judges[0].baseline_pinned_at is not None
+        assert pinned.judges[0].baseline_judgments == 40
+        _judge(alpha, degrader, 140, 20, tok)
+        assert alpha.drift().verdict == "ok"
+        with pytest.raises(NotFoundError) as missing:
+            alpha.pin_drift_baseline("openai:other")
+        assert missing.value.field == "judge"
+        with pytest.raises(NotFoundError):
+            beta.pin_drift_baseline(JUDGE)  # another key's series is not its own
 
 
 def test_an_unreachable_audit_never_stops_training(caplog: pytest.LogCaptureFixture) -> None:

@@ -72,6 +72,10 @@ class DriftJudge(_Closed):
     score: float = Field(description="the worst measure's divergence")
     window_judgments: int
     baseline_judgments: int | None = Field(description="null while it is being collected")
+    baseline_pinned_at: float | None = Field(
+        description="unix time the baseline was pinned (POST /v1/audit/drift/baseline); "
+        "null: the series' first window"
+    )
     measures: list[DriftMeasure]
     shadow: ShadowSummary
     points: list[DriftPoint] = Field(description="the verdict after each chunk, oldest first")
@@ -82,3 +86,14 @@ class DriftReport(_Closed):
     enabled: bool = Field(description="JUDGE_DRIFT_ENABLED (and a store) on this server")
     verdict: DriftLevel = Field(description="the worst verdict of the caller's judges")
     judges: list[DriftJudge]
+
+
+class DriftPin(_Closed):
+    """``POST /v1/audit/drift/baseline``: make a judge's current window its baseline."""
+
+    judge: str = Field(min_length=1, max_length=512, description="the judge spec, as reported")
+    prompt_version: str | None = Field(
+        default=None,
+        max_length=256,
+        description="which of the judge's prompt versions; needed when it has several",
+    )

@@ -65,7 +65,9 @@ class DriftMonitor:
         self._draw = random.Random()
         self._engine: Engine | None = None
         self._schedule: asyncio.Task[None] | None = None
-        self._baselines: dict[str, Tally] = {}  # frozen: never read again once known
+        # The baseline as last decoded, by its stamp: read every scoring (a pin replaces
+        # it, from any process), decoded again only when it changed.
+        self._baselines: dict[str, tuple[tuple[float, ...], Tally]] = {}
 
     @property
     def chunks_kept(self) -> int:
@@ -158,16 +160,13 @@ class DriftMonitor:
             await store.push(series, "chunks", tally.to_json(), self.chunks_kept)
         chunks = [Tally.from_json(c) for c in await store.read(series, "chunks")]
         size = self.settings.drift_window
-        baseline = self._baselines.get(series)
-        if baseline is None:
-            stored = await store.baseline(series)
-            if stored is None:
-                first = oldest(chunks, size)
-                if first is not None:
-                    await store.set_baseline(series, first.to_json())
-                    stored = await store.baseline(series)
-            if stored is not None:
-                baseline = self._baselines[series] = Tally.from_json(stored)
+        stored = await store.baseline(series)
+        if stored is None:
+            first = oldest(chunks, size)
+            if first is not None:
+                await store.set_baseline(series, first.to_json())
+                stored = await store.baseline(series)
+        baseline = None if stored is None else self._decoded(series, stored)
         window = newest(chunks, size)
         tenant, judge, version = split_series(series)
         runs = await store.read(canary_series(judge), "runs")
@@ -190,6 +189,24 @@ class DriftMonitor:
         self.verdicts[series] = verdict
         drift_metrics.set_verdict(judge, version, tenant, verdict, window)
         return verdict
+
+    def _decoded(self, series: str, stored: dict[str, Any]) -> Tally:
+        stamp = (float(stored.get("pinned_at") or 0.0), float(stored.get("last_t") or 0.0))
+        known = self._baselines.get(series)
+        if known is None or known[0] != stamp:
+            known = self._baselines[series] = (stamp, Tally.from_json(stored))
+        return known[1]
+
+    async def pin(self, series: str) -> bool:
+        """Make the series' current window its baseline (a known-good stretch, or after a
+        deliberate change); False when the series has no judgments yet."""
+        chunks = [Tally.from_json(c) for c in await self.store.read(series, "chunks")]
+        window = newest(chunks, self.settings.drift_window)
+        if not window.n:
+            return False
+        record = {**window.to_json(), "pinned_at": time.time()}
+        await self.store.set_baseline(series, record, replace=True)
+        return True
 
     @property
     def canary_judges(self) -> list[str]:

@@ -6,7 +6,8 @@ In Redis (``P`` is ``JUDGE_REDIS_PREFIX``)::
     P:drift:{series}:chunks      list    tallies (JSON) as processes wrote them, newest
                                          last, trimmed to what the window needs
     P:drift:{series}:baseline    string  the frozen baseline tally (SET NX: the first
-                                         writer's stands, whoever restarts)
+                                         writer's stands, whoever restarts; a pin
+                                         replaces it)
     P:drift:{series}:points      list    the verdict and scores after each chunk (the page)
     P:drift:canary:{judge}       list    canary runs (JSON), newest last
     P:drift:claim:{name}         string  SET NX EX: one process runs a canary per period
@@ -41,8 +42,11 @@ class DriftStore(ABC):
     async def baseline(self, series: str) -> dict[str, Any] | None: ...
 
     @abstractmethod
-    async def set_baseline(self, series: str, record: dict[str, Any]) -> bool:
-        """Freeze the baseline unless one is there; True if this call wrote it."""
+    async def set_baseline(
+        self, series: str, record: dict[str, Any], *, replace: bool = False
+    ) -> bool:
+        """Freeze the baseline unless one is there (`replace`: pin it whatever is there);
+        True if this call wrote it."""
 
     @abstractmethod
     async def series(self) -> list[str]: ...
@@ -74,8 +78,10 @@ class MemoryDriftStore(DriftStore):
     async def baseline(self, series: str) -> dict[str, Any] | None:
         return self._baselines.get(series)
 
-    async def set_baseline(self, series: str, record: dict[str, Any]) -> bool:
-        if series in self._baselines:
+    async def set_baseline(
+        self, series: str, record: dict[str, Any], *, replace: bool = False
+    ) -> bool:
+        if series in self._baselines and not replace:
             return False
         self._baselines[series] = record
         return True
@@ -126,9 +132,11 @@ class RedisDriftStore(DriftStore):
         data: str | None = await self.conn.run(lambda r: r.get(key))
         return None if data is None else dict(json.loads(data))
 
-    async def set_baseline(self, series: str, record: dict[str, Any]) -> bool:
+    async def set_baseline(
+        self, series: str, record: dict[str, Any], *, replace: bool = False
+    ) -> bool:
         key, data = self._key(series, "baseline"), json.dumps(record)
-        return bool(await self.conn.run(lambda r: r.set(key, data, nx=True)))
+        return bool(await self.conn.run(lambda r: r.set(key, data, nx=not replace)))
 
     async def series(self) -> list[str]:
         names: set[str] = await self.conn.run(lambda r: r.smembers(f"{self.prefix}:series"))

@@ -101,6 +101,11 @@ class AsyncJudgeClient(BaseClient[httpx.AsyncBaseTransport]):
     async def drift(self, *, points: int = 100) -> DriftReport:
         return await self._run(self._drift(points))
 
+    async def pin_drift_baseline(
+        self, judge: str, prompt_version: str | None = None
+    ) -> DriftReport:
+        return await self._run(self._pin_drift(judge, prompt_version))
+
     async def results_page(
         self, job_id: str, cursor: str | None = None, limit: int = 100
     ) -> JobResultsPage:

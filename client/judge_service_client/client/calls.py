@@ -209,6 +209,11 @@ class BaseClient(Generic[TransportT]):
         response = yield from self._request("GET", "/v1/audit/drift", params={"points": points})
         return DriftReport.model_validate_json(response.content)
 
+    def _pin_drift(self, judge: str, prompt_version: str | None) -> Call[DriftReport]:
+        body = {"judge": judge, "prompt_version": prompt_version}
+        response = yield from self._request("POST", "/v1/audit/drift/baseline", json=body)
+        return DriftReport.model_validate_json(response.content)
+
     def _results_page(self, job_id: str, cursor: str | None, limit: int) -> Call[JobResultsPage]:
         params: dict[str, Any] = {"limit": limit}
         if cursor is not None:

@@ -114,6 +114,10 @@ class JudgeClient(BaseClient[httpx.BaseTransport]):
         (``GET /v1/audit/drift``): ``.verdict`` is the worst of ``ok``, ``drifting``, ``bad``."""
         return self._run(self._drift(points))
 
+    def pin_drift_baseline(self, judge: str, prompt_version: str | None = None) -> DriftReport:
+        """Make `judge`'s current window its drift baseline (``POST /v1/audit/drift/baseline``)."""
+        return self._run(self._pin_drift(judge, prompt_version))
+
     def results_page(
         self, job_id: str, cursor: str | None = None, limit: int = 100
     ) -> JobResultsPage:

@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
-from judge_service_client.audit import DriftReport
+from judge_service_client.audit import DriftPin, DriftReport
 
 from judge_service.api.deps import EngineDep
 from judge_service.api.responses import html_page
-from judge_service.drift.report import drift_report
-from judge_service.schemas import ERROR_RESPONSES
+from judge_service.drift.report import drift_report, pin_baseline
+from judge_service.schemas import ERROR_RESPONSES, ErrorBody
 from judge_service.view.drift import drift_html
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -28,6 +28,24 @@ async def get_drift(engine: EngineDep, points: Points = 100) -> DriftReport:
     (Jensen–Shannon divergence), the shadow checks' agreement with the rules judge's
     checker, the verdict after each chunk and its canary runs. Scored now from the store
     every worker writes to; `enabled` false when the server runs without the audit."""
+    return await drift_report(engine.audit, engine.tenant, points)
+
+
+@router.post(
+    "/drift/baseline",
+    operation_id="pin_drift_baseline",
+    responses={
+        **ERROR_RESPONSES,
+        404: {"model": ErrorBody, "description": "No such judge (or prompt version) judged."},
+    },
+)
+async def pin_drift_baseline(
+    body: DriftPin, engine: EngineDep, points: Points = 100
+) -> DriftReport:
+    """Make a judge's current window its baseline: a stretch known to be good, or the new
+    normal after a deliberate change (a new policy phase, a prompt you accept). Every
+    process reads the pinned baseline at its next scoring. Answers the report after."""
+    await pin_baseline(engine.audit, engine.tenant, body)
     return await drift_report(engine.audit, engine.tenant, points)
 
 
