@@ -1,25 +1,31 @@
 """Canaries and the drift state in Redis (issue 40): a malformed canary file is a settings
 error naming its line; a canary run scores the bundled records apart from the judging
 metrics and the cache; three real worker processes on one Redis run each canary period
-once between them; the window and its baseline survive a restart."""
+once between them; worker processes judging a job write one window between them, each
+its last partial chunk at SIGTERM, and the window and its baseline outlive them."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from judge_service_client.client import JudgeClient
 from pydantic import ValidationError
 
 from judge_service import metrics
+from judge_service.api.app import create_app
 from judge_service.config import Settings
 from judge_service.drift.monitor import series_of
 from judge_service.pipeline import Engine
 from judge_service.schemas import Options, Rollout
 from judge_service.store.memory import MemoryStore
 from judge_service.store.redis_store import RedisStore
+from tests.conftest import LiveServer
 from tests.redis_support import (
     drop_prefix,
     require_redis,
@@ -140,6 +146,56 @@ def test_workers_on_one_redis_run_each_canary_period_once(tmp_path: Path) -> Non
     assert all(run["records"] == 8 and run["failed"] == 0 for run in runs)
     logs = [(tmp_path / f"w{i}.log").read_text() for i in range(3)]
     assert not any("Traceback" in log for log in logs), logs
+
+
+def _chunks(url: str, prefix: str) -> tuple[list[dict[str, Any]], str | None]:
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        (series,) = client.smembers(f"{prefix}:drift:series")
+        chunks = [json.loads(c) for c in client.lrange(f"{prefix}:drift:{series}:chunks", 0, -1)]
+        return chunks, client.get(f"{prefix}:drift:{series}:baseline")
+    finally:
+        client.close()
+
+
+@pytest.mark.redis
+def test_worker_processes_share_one_window_that_outlives_them(
+    tmp_path: Path, example_rollouts: list[dict[str, object]]
+) -> None:
+    url, prefix = require_redis(), unique_prefix()
+    drift = {"drift_window": 40, "drift_chunk": 10}
+    env = service_env(redis_url=url, redis_prefix=prefix, tokenizer_roots=EXAMPLES, **drift)
+    api = Settings(redis_url=url, redis_prefix=prefix, inprocess_worker="off", **drift)
+
+    def batch(first: int, count: int) -> list[dict[str, object]]:
+        rows = [example_rollouts[i % len(example_rollouts)] for i in range(first, first + count)]
+        return [{**row, "id": f"r{first + i}"} for i, row in enumerate(rows)]
+
+    def run_job(client: JudgeClient, rollouts: list[dict[str, object]], workers: int) -> None:
+        names = [f"w{os.urandom(2).hex()}" for _ in range(workers)]
+        started = [spawn(["worker", "--name", n], env, tmp_path / f"{n}.log") for n in names]
+        try:
+            job = client.submit_job(rollouts, {"use_cache": False})
+            assert client.wait_job(job.id, timeout=120).status == "done"
+        finally:
+            for process in started:
+                stop(process)  # SIGTERM: each writes its last, partial chunk
+        assert all(p.returncode == 0 for p in started)
+
+    try:
+        with LiveServer(create_app(api)) as live, JudgeClient(live.url) as client:
+            run_job(client, batch(0, 60), workers=2)
+            chunks, baseline = _chunks(url, prefix)
+            assert sum(c["n"] for c in chunks) == 60  # every judgment, from both processes
+            assert baseline is not None and json.loads(baseline)["n"] >= 40
+            run_job(client, batch(60, 20), workers=1)  # a new process, after a restart
+            chunks, after = _chunks(url, prefix)
+            assert sum(c["n"] for c in chunks) == 80 and after == baseline
+            (judge,) = client.drift().judges
+            assert judge.judge == "rules" and judge.window_judgments >= 40
+            assert judge.baseline_judgments == json.loads(baseline)["n"]
+    finally:
+        drop_prefix(url, prefix)
 
 
 @pytest.mark.redis
