@@ -20,8 +20,10 @@ from trl import GRPOConfig
 
 from judge_service.api.app import create_app
 from judge_service.config import Settings
+from judge_service.integrations.drift import JudgeDriftError
 from judge_service.integrations.trl import JudgeCreditGRPOTrainer
 from tests.conftest import LiveServer
+from tests.harness.drift import DRIFT_SETTINGS, turn_bad
 from tests.readme_snippets import readme_block
 
 PROBLEM = "What is 17 × 24?"
@@ -220,6 +222,42 @@ def test_advantages_reaching_the_loss_carry_the_judges_spans(
     logged = next(entry for entry in trainer.state.log_history if "judge/share" in entry)
     assert 0.0 < logged["judge/share"] < 1.0
     assert logged["judge/fallback"] == 0 and logged["judge/failed"] == 0
+
+
+def test_the_drift_verdict_is_logged_and_a_bad_one_stops_the_run_when_told(
+    tiny_model_dir: Path, tmp_path: Path, example_rollouts: list[dict[str, Any]]
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    _, _, rollout_func = fixed_rollout_func(tokenizer)
+    with LiveServer(create_app(Settings(**DRIFT_SETTINGS))) as live:
+
+        def run(stop: bool) -> Recording:
+            trainer = Recording(
+                model=str(tiny_model_dir),
+                reward_funcs=correct,
+                args=config(tmp_path),
+                train_dataset=dataset(),
+                processing_class=tokenizer,
+                rollout_func=rollout_func,
+                judge_url=live.url,
+                judge_options={"judge": "rules"},
+                judge_drift_every=1,
+                judge_stop_on_bad=stop,
+            )
+            trainer.seen = []
+            trainer.train()
+            return trainer
+
+        def drift_logged(trainer: Recording) -> float:
+            entry = next(e for e in trainer.state.log_history if "judge/drift" in e)
+            return float(entry["judge/drift"])
+
+        assert drift_logged(run(stop=True)) == 0.0  # ok: trains
+        turn_bad(live.url, example_rollouts)
+        assert drift_logged(run(stop=False)) == 2.0  # bad: logged, trains on
+        with pytest.raises(JudgeDriftError, match="bad") as stopped:
+            run(stop=True)
+        assert stopped.value.report.judges[0].judge == "rules"
 
 
 def test_groupwise_sends_each_prompts_generations_as_one_group(

@@ -27,7 +27,9 @@ from judge_service.api.app import create_app  # noqa: E402
 from judge_service.client import JudgeClient, credit_array  # noqa: E402
 from judge_service.config import Settings  # noqa: E402
 from judge_service.integrations import verl as jv  # noqa: E402
+from judge_service.integrations.drift import JudgeDriftError  # noqa: E402
 from tests.conftest import EXAMPLES, LiveServer  # noqa: E402
+from tests.harness.drift import DRIFT_SETTINGS, turn_bad  # noqa: E402
 from tests.readme_snippets import readme_block  # noqa: E402
 from tests.test_group_route import FALSE_AT_3, PROBLEM, REPAIRED, RIGHT, WRONG_PLAN  # noqa: E402
 
@@ -207,6 +209,38 @@ def test_reward_manager_to_advantages_over_http(
     again, _ = verl_reward.extract_reward(batch)
     assert torch.equal(again, reward_tensor)
     manager.loop.run_until_complete(manager.judge_client.aclose())
+
+
+def test_the_driver_logs_the_drift_verdict_and_stops_on_bad_when_told(
+    monkeypatch: pytest.MonkeyPatch, example_rollouts: list[dict[str, Any]]
+) -> None:
+    rows = [r for r in example_rollouts if r["group_id"] in ("mul", "lin")]
+    tokenizer = AutoTokenizer.from_pretrained(str(EXAMPLES / "tokenizer"))
+
+    def judged_batch(step: int) -> DataProto:
+        """A batch as the reward workers leave it (no credit: only the drift matters)."""
+        batch = _verl_batch(rows, tokenizer, 64)
+        batch.batch["rm_scores"] = torch.zeros(len(rows), 64)
+        for key, value in ((jv.CREDIT_KEY, ""), (jv.STATUS_KEY, "ok")):
+            batch.non_tensor_batch[key] = np.array([value] * len(rows), dtype=object)
+        batch.meta_info["reward_extra_keys"] = [jv.CREDIT_KEY, jv.STATUS_KEY]
+        batch.meta_info["global_steps"] = step
+        return batch
+
+    with LiveServer(create_app(Settings(**DRIFT_SETTINGS))) as live:
+        monkeypatch.setenv("JUDGE_URL", live.url)
+        monkeypatch.setenv("JUDGE_DRIFT_EVERY", "2")
+        monkeypatch.setenv("JUDGE_STOP_ON_BAD", "1")
+        turn_bad(live.url, example_rollouts)
+        batch = judged_batch(step=3)  # not due: the wrapped extract_reward goes on
+        verl_reward.extract_reward(batch)
+        assert "judge_drift" not in batch.meta_info
+        with pytest.raises(JudgeDriftError, match="bad"):
+            verl_reward.extract_reward(judged_batch(step=4))
+        monkeypatch.setenv("JUDGE_STOP_ON_BAD", "0")  # logged, and the step trains
+        batch = judged_batch(step=4)
+        verl_reward.extract_reward(batch)
+        assert batch.meta_info["judge_drift"] == 2
 
 
 def test_readme_verl_snippet_runs() -> None:

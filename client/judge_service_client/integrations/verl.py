@@ -377,7 +377,9 @@ def judge_groups(batch: DataProto, client: AsyncJudgeClient | None = None) -> Da
     return batch
 
 
-_WATCH: list[tuple[DriftWatch, JudgeClient]] = []  # the driver's, made on first use
+# The driver's watches, by the environment that configured them (tests and notebooks
+# change it between runs in one process); each holds its client.
+_WATCHES: dict[tuple[str, str, int, bool], tuple[DriftWatch, JudgeClient]] = {}
 
 
 def watch_drift(batch: DataProto, client: JudgeClient | None = None) -> DataProto:
@@ -388,17 +390,17 @@ def watch_drift(batch: DataProto, client: JudgeClient | None = None) -> DataProt
     the step trains). A batch the judge never saw passes untouched."""
     if STATUS_KEY not in batch.non_tensor_batch:
         return batch
-    if not _WATCH:
-        every = int(os.environ.get("JUDGE_DRIFT_EVERY") or 50)
-        stop = os.environ.get("JUDGE_STOP_ON_BAD", "").lower() in ("1", "true", "yes")
-        url = os.environ.get("JUDGE_URL")
-        if client is None and not url:
+    url = os.environ.get("JUDGE_URL") or ""
+    every = int(os.environ.get("JUDGE_DRIFT_EVERY") or 50)
+    stop = os.environ.get("JUDGE_STOP_ON_BAD", "").lower() in ("1", "true", "yes")
+    key = (url, os.environ.get("JUDGE_API_KEY") or "", every, stop)
+    if key not in _WATCHES:
+        made = JudgeClient(url, api_key=key[1] or None) if url else client
+        if made is None:  # neither JUDGE_URL nor a client: nobody to ask
             return batch
-        made = client or JudgeClient(str(url), api_key=os.environ.get("JUDGE_API_KEY"))
-        _WATCH.append((DriftWatch(every, stop_on_bad=stop), made))
-    watch, known = _WATCH[0]
-    step = int(batch.meta_info.get("global_steps", 0))
-    level = watch.check(client or known, step)
+        _WATCHES[key] = (DriftWatch(every, stop_on_bad=stop), made)
+    watch, known = _WATCHES[key]
+    level = watch.check(client or known, int(batch.meta_info.get("global_steps", 0)))
     if level is not None:
         batch.meta_info["judge_drift"] = level
     return batch
