@@ -118,6 +118,22 @@ async def test_canaries_run_every_so_many_judgments(
     assert all(r["records"] == 4 for r in runs)
 
 
+async def test_a_store_that_is_down_never_fails_a_judgment(
+    example_rollouts: list[dict[str, object]], caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = RedisStore("redis://127.0.0.1:9/0", prefix="x", cache_ttl_s=60, timeout_s=0.2)
+    engine = Engine(Settings(drift_chunk=5, drift_shadow_rate=1.0), store=dead)
+    assert engine.audit is not None
+    rollouts = [Rollout.model_validate(r) for r in example_rollouts]
+    try:
+        results = [await engine.judge_one(r, Options(use_cache=False)) for r in rollouts]
+        await engine.audit.drain()
+    finally:
+        await engine.aclose()
+    assert {r.status for r in results} == {"ok"}
+    assert "drift: could not score" in caplog.text  # logged, dropped
+
+
 @pytest.mark.redis
 def test_workers_on_one_redis_run_each_canary_period_once(tmp_path: Path) -> None:
     url, prefix = require_redis(), unique_prefix()
