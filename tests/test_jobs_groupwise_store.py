@@ -137,24 +137,43 @@ async def test_a_commit_naming_a_member_never_written_does_nothing(jobs: JobStor
     assert await jobs.pending() == 2  # the leader's entry stays, to be delivered again
 
 
-async def test_only_the_groups_holder_writes_its_members(jobs: JobStore) -> None:
+async def test_only_the_groups_holder_writes_its_results(jobs: JobStore) -> None:
     job_id = await _job(jobs)
     leader, _ = await jobs.claim("slow", 10, block_s=0.1)
     await jobs.begin(leader, "slow", 3)
-    await jobs.write_members(leader, "slow", [(1, '{"by": "slow"}')])
-    # "slow" is taken for dead: its entry goes to "next", who begins the group again.
+    slow = [(i, f'{{"by": "slow", "i": {i}}}') for i in range(3)]
+    assert await jobs.write_members(leader, "slow", slow[:2]) == 1  # the leader's too
+    # "slow" is taken for dead: its entry goes to "next", who begins the group again (the
+    # leader's provisional result is no result: the group is not done).
     (taken,) = await jobs.reclaim("next", min_idle_s=0.0, count=3)  # the group: 3 slots
     assert taken.index == 0 and (await jobs.begin(taken, "next", 3)).kind == "go"
-    assert await jobs.write_members(leader, "slow", [(2, '{"by": "slow"}')]) == 0
-    assert await jobs.write_members(taken, "next", [(1, '{"by": "next"}')]) == 1
-    assert await jobs.write_members(taken, "next", [(2, '{"by": "next"}')]) == 1
+    assert await jobs.write_members(leader, "slow", slow[2:]) == 0
+    by_next = [(i, f'{{"by": "next", "i": {i}}}') for i in range(3)]
+    assert await jobs.write_members(taken, "next", by_next[:2]) == 1
+    assert await jobs.write_members(taken, "next", by_next[2:]) == 1
     # "slow" comes back and commits: nothing of it stands, and the entry stays "next"'s.
-    commit: list[GroupWrite] = [(1, None, "done"), (2, None, "done"), *_ok([0])]
+    commit: list[GroupWrite] = [(i, None, "done") for i in range(3)]
     assert await jobs.finish_group(leader, commit, "{}", holder="slow") == 0
     assert await jobs.result_slice(job_id, 0, 3) == [None] * 3
     assert await _running(jobs, job_id) == 3 and await jobs.pending() == 2
     assert await jobs.finish_group(taken, commit, "{}", holder="next") == 3
-    assert await jobs.result_slice(job_id, 1, 2) == ['{"by": "next"}'] * 2
+    assert await jobs.result_slice(job_id, 0, 3) == [r for _, r in by_next]
+    # Committed: a late write of "slow" changes nothing.
+    assert await jobs.write_members(leader, "slow", slow) == 0
+    assert await jobs.result_slice(job_id, 0, 3) == [r for _, r in by_next]
+
+
+async def test_a_commit_of_results_another_wrote_is_refused(jobs: JobStore) -> None:
+    job_id = await _job(jobs)
+    leader, _ = await jobs.claim("w1", 10, block_s=0.1)
+    await jobs.begin(leader, "w1", 3)
+    await jobs.write_members(leader, "w1", [(i, "{}") for i in range(3)])
+    (taken,) = await jobs.reclaim("w2", min_idle_s=0.0, count=3)
+    await jobs.begin(taken, "w2", 3)
+    await jobs.write_members(taken, "w2", [(0, "{}")])  # 1 and 2 are still w1's
+    with pytest.raises(LookupError):
+        await jobs.finish_group(taken, [(i, None, "done") for i in range(3)], holder="w2")
+    assert await _running(jobs, job_id) == 3 and await jobs.result_slice(job_id, 0, 3) == [None] * 3
 
 
 async def test_a_released_group_is_queued_again_whole(jobs: JobStore) -> None:

@@ -6,18 +6,22 @@ GROUP: a 4xx naming the rollout before the job exists). The group's first rollou
 *leader*: only its entry is queued, and its payload lists the group's indices. The other
 members' payloads are stored but not queued (`JobStore.create(members=...)`).
 
-Beginning the leader's entry marks the whole group running under the worker's name (a
-cancel leaves it to that worker). The worker reads every member's payload and judges the
-group as `/v1/judge/group` does. It writes the members' results *provisionally*, at most
-MEMBER_CHUNK_BYTES per call (`JobStore.write_members`: hidden from pages and counts, only
-while it holds the group), then commits the group in one atomic step: every result
-counted, the leader's result, the group's block and the entry's acknowledgement
-(`JobStore.finish_group`). A page stops at the first rollout without a result and the
-leader is the group's first, so no page ever shows part of a group. A worker that dies
-before the commit leaves the entry pending and nothing of the group committed; whoever
-takes it over judges the group again, whole (judgments already cached are served from
-the cache), and its results replace the provisional ones. A leader that reaches the
-delivery limit dead-letters the group whole.
+Beginning the leader's entry marks the whole group running under the worker's name and
+makes it the group's *holder* (a cancel leaves the group to it; workers claim a group by
+the judging slots its members hold, `jobs.claims`). The worker reads every member's
+payload and judges the group as `/v1/judge/group` does. It writes the results
+*provisionally*, at most MEMBER_CHUNK_BYTES per call (`JobStore.write_members`: hidden
+from pages and counts, written only while it holds the group, each tagged with its
+writer), then commits the group in one atomic step that copies no result: every result
+counted, the group's block and the entry's acknowledgement (`JobStore.finish_group`,
+which checks that it still holds the group and wrote every result). A page stops at the
+first rollout without a result and the leader is the group's first, so no page ever shows
+part of a group. A worker that dies before the commit leaves the entry pending and
+nothing of the group committed; whoever takes it over judges the group again, whole
+(judgments already cached are served from the cache), and its results replace the
+provisional ones. One that was only paused past its lease and comes back writes and
+commits nothing: every result of a group comes from one judging. A leader that reaches
+the delivery limit dead-letters the group whole.
 
 The block is kept as a *group record*, `{"group_id", "block"}`, by the leader's index: a
 results page carries the blocks of the groups whose leader is on it (`groups`).
@@ -37,10 +41,10 @@ from judge_service.schemas import GroupBlock, Options, Result, Rollout
 from judge_service.wire_json import dump_json_str
 
 GROUP_KEY = "group"  # the leader payload's list of the group's indices
-# Result bytes per `write_members` call: a script copies about 0.5 MB a millisecond
-# (measured: 1.4 MB in 3 ms), so no call holds Redis longer than one rollout's `finish` of
-# a long result can (131k tokens, dense: about 3 MB); a whole group in one call could be
-# 12 MB, about 25 ms.
+# Result bytes per `write_members` call: Redis stores about 2 MB a millisecond by HSET
+# (jobs.group_queue), so a call holds it about a millisecond, where a maximal group's
+# results at once (16 x 32k tokens, dense: 22 MB) would hold it for tens
+# (bench/bench_group_write.py). A result larger than this is written alone.
 MEMBER_CHUNK_BYTES = 2 << 20
 
 
@@ -136,16 +140,13 @@ async def deliver_group(
         await until_ok(lambda: jobs.ack(entry))
         return 0
     results, record = await judged_group(engine, stored, indices, options)
-    members = [(i, data) for i, data, _ in results if i != entry.index]
-    for chunk in byte_chunks(members, MEMBER_CHUNK_BYTES):
+    for chunk in byte_chunks([(i, data) for i, data, _ in results], MEMBER_CHUNK_BYTES):
         written = await until_ok(functools.partial(jobs.write_members, entry, consumer, chunk))
         if written < 0:  # the job is gone
             await until_ok(lambda: jobs.ack(entry))
         if written <= 0:  # or the group is not this worker's any more: leave it to its holder
             return len(results)
-    commit: list[GroupWrite] = [
-        (i, data if i == entry.index else None, kind) for i, data, kind in results
-    ]
+    commit: list[GroupWrite] = [(i, None, kind) for i, _, kind in results]
     await until_ok(lambda: jobs.finish_group(entry, commit, record, holder=consumer))
     return len(results)
 

@@ -53,6 +53,11 @@ class _Job:
     errors: dict[int, str] = field(default_factory=dict)
     groups: dict[int, list[int]] = field(default_factory=dict)  # leader -> its members
     records: dict[int, str] = field(default_factory=dict)  # leader -> group record
+    prov: dict[int, str] = field(default_factory=dict)  # provisional result -> its writer
+
+    def committed(self, index: int) -> bool:
+        """A result that is still running is provisional (a group's), not committed."""
+        return index in self.out and index not in self.run
 
     @property
     def finished(self) -> int:
@@ -210,7 +215,7 @@ class MemoryJobStore(JobStore):
         job = self._jobs.get(entry.job)
         if job is None:
             return Begin("gone")
-        if entry.index in job.out:
+        if job.committed(entry.index):
             return Begin("done")
         if job.status == "cancelled":
             return Begin("cancelled")
@@ -260,20 +265,23 @@ class MemoryJobStore(JobStore):
         holder: str | None = None,
     ) -> int:
         job = self._jobs.get(entry.job)
-        if job is not None and entry.index not in job.out:
+        if job is not None and not job.committed(entry.index):
             if holder is not None and job.run.get(entry.index) != holder:
                 return 0  # begun again by another: the entry is the taker's (FINISH_GROUP)
-            if any(r is None and i not in job.out for i, r, _ in writes):
-                raise LookupError(f"{entry.job}[{entry.index}]: a member's result was not written")
+            for i, result, _ in writes:
+                tag = job.prov.get(i)
+                if result is None and (tag is None or holder not in (None, tag)):
+                    raise LookupError(f"{entry.job}[{entry.index}]: no provisional result {i}")
         self._pending.pop(entry.id, None)
         if job is None:
             return -1
-        if entry.index in job.out:
+        if job.committed(entry.index):
             return 0
         written, dead = 0, False
         for index, result, kind in writes:
             if job.run.pop(index, None) is None and index in job.out:
                 continue
+            job.prov.pop(index, None)
             if result is not None:
                 job.out[index] = result
             first_dead = kind == "dead" and not dead  # the group is one entry: one record
@@ -296,7 +304,7 @@ class MemoryJobStore(JobStore):
             return 0
         for index, result in writes:
             if job.run.get(index) == consumer:
-                job.out[index] = result
+                job.out[index], job.prov[index] = result, consumer
         return 1
 
     def _count(self, job: _Job, kind: FinishKind, dead_record: str | None) -> None:
@@ -330,11 +338,10 @@ class MemoryJobStore(JobStore):
         if self._pending.pop(entry.id, None) is None:
             return
         job = self._jobs.get(entry.job)
-        if job is not None and entry.index not in job.out:
-            job.run.pop(entry.index, None)
-            for member in job.groups.get(entry.index, ()):
-                if job.run.pop(member, None) is not None:
-                    job.out.pop(member, None)  # provisional: judged again with the group
+        if job is not None and not job.committed(entry.index):
+            for index in (entry.index, *job.groups.get(entry.index, ())):
+                if job.run.pop(index, None) is not None and index in job.prov:
+                    del job.out[index], job.prov[index]  # judged again with the group
             job.tries[entry.index] = max(0, job.tries.get(entry.index, 0) - 1)
             self._new.append(self._entry(job, entry.index))
             self._event().set()

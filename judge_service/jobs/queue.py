@@ -19,6 +19,9 @@ Keys beside those listed in `store.redis_conn` (``P`` is the prefix)::
     P:job:{id}:lead                   hash  groupwise: member index -> its leader's;
                                             g<leader> -> the leader's members ("3,5")
     P:job:{id}:groups                 hash  leader index -> group record (`jobs.groups`)
+    P:job:{id}:prov                   hash  index -> the consumer that wrote its provisional
+                                            result (`jobs.group_queue`)
+    P:job:{id}:hold:{leader}          string the consumer holding the group (BEGIN)
     P:jobs:creating                   zset  job id -> created_at, until all are queued
     P:jobs:{status}                   zset  job id -> when it got there; statuses:
                                             queued running cancelling done failed
@@ -86,7 +89,6 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
         self._begin = client.register_script(scripts.BEGIN)
         self._finish = client.register_script(scripts.FINISH)
         self._finish_group = client.register_script(scripts.FINISH_GROUP)
-        self._write_members = client.register_script(scripts.WRITE_MEMBERS)
         self._cancel_start = client.register_script(scripts.CANCEL_START)
         self._cancel_range = client.register_script(scripts.CANCEL_RANGE)
         self._release = client.register_script(scripts.RELEASE)
@@ -254,6 +256,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
             job(job_id, "ids"),
             *self.status_keys,
             job(job_id, "groups"),
+            job(job_id, "prov"),
         ]
 
     async def take_over(
@@ -273,6 +276,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
         parts = ("", "out", "run", "tries", "errors", "in")
         keys = [*(self.keys.job(entry.job, part) for part in parts), *self.status_keys]
         keys.append(self.keys.job(entry.job, "lead"))
+        keys.append(self.keys.job(entry.job, f"hold:{entry.index}"))
         args: list[str | int | float] = [
             entry.index,
             consumer,
@@ -320,6 +324,8 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
             self.keys.job(entry.job, "run"),
             self.keys.job(entry.job, "tries"),
             self.keys.job(entry.job, "lead"),
+            self.keys.job(entry.job, f"hold:{entry.index}"),
+            self.keys.job(entry.job, "prov"),
         ]
         args: list[str | int | float] = [entry.id, GROUP, entry.job, entry.index]
         await self.conn.run(lambda _: self._release(keys=keys, args=args))

@@ -106,17 +106,20 @@ return stop
 """
 )
 
-# KEYS: job, out, run, tries, errors, in, S (6), lead. ARGV: index, consumer, max
-# deliveries, ttl, job id, now. Returns {kind, attempts, payload-or-last-error}. A group's
-# leader marks its members running too (`lead` field g<index>: their indices), those
-# without a result and those whose result is provisional (still running: written by
-# WRITE_MEMBERS, not committed): a cancel then leaves the whole group to its worker, the
-# counts show the group in flight, and only this consumer may write its members now.
+# KEYS: job, out, run, tries, errors, in, S (6), lead, hold (the group's, when the index
+# leads one). ARGV: index, consumer, max deliveries, ttl, job id, now. Returns {kind,
+# attempts, payload-or-last-error}. A result that is still running is provisional (a
+# group's, `jobs.group_queue`), not done. A group's leader marks its members running too
+# (`lead` field g<index>: their indices), those without a result and those whose result
+# is provisional: a cancel then leaves the whole group to its worker and the counts show
+# the group in flight; and it makes this consumer the group's holder (`hold`), the only
+# one that may write its provisional results now.
 BEGIN = (
     _S
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone'} end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return {'done'} end
+local running = redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 and not running then return {'done'} end
 local status = redis.call('HGET', KEYS[1], 'status')
 if status == 'cancelled' then return {'cancelled'} end
 local n = redis.call('HINCRBY', KEYS[4], ARGV[1], 1)
@@ -134,6 +137,7 @@ if group then
       redis.call('HSET', KEYS[3], i, ARGV[2])
     end
   end
+  redis.call('SET', KEYS[14], ARGV[2], 'EX', ARGV[4])
 end
 redis.call('EXPIRE', KEYS[3], ARGV[4])
 if status == 'queued' then
@@ -146,7 +150,8 @@ return {'go', tostring(n), payload}
 
 # Shared by FINISH, FINISH_GROUP and CANCEL_RANGE: the job's last result is in. Needs
 # `skey`/`move`; KEYS as in FINISH (the group blocks at 16: they live as long as the
-# results); `first` is where S starts; status is the stored one.
+# results; the provisional results' tags at 17); `first` is where S starts; status is
+# the stored one.
 _FINALIZE = """
 local function finalize(first, job, stored, failed, total, now, ttl)
   local status = 'done'
@@ -154,7 +159,7 @@ local function finalize(first, job, stored, failed, total, now, ttl)
     status = 'failed'
   end
   redis.call('HSET', KEYS[1], 'status', status, 'finished_at', now)
-  redis.call('UNLINK', KEYS[6], KEYS[3], KEYS[7], KEYS[8])
+  redis.call('UNLINK', KEYS[6], KEYS[3], KEYS[7], KEYS[8], KEYS[17])
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[9], ttl)
   redis.call('EXPIRE', KEYS[16], ttl)
@@ -191,7 +196,7 @@ local function settle(job, now, ttl)
 end
 """
 
-# KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6), groups.
+# KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6), groups, prov.
 # ARGV: index, result, kind (done|failed|cancelled|dead), entry id, group, now, ttl,
 # dead-letter record, job id, "keep" (the payload stays; no caller in this version needs
 # it: a group is written by FINISH_GROUP). Acknowledges the entry in every case; returns
@@ -215,56 +220,43 @@ return 1
 """
 )
 
-# KEYS: job, out, run. ARGV: leader index, consumer, ttl, then index, result for each
-# member. A group's members' results, written before its commit (FINISH_GROUP) in calls
-# of a bounded size: a group of 16 long dense results is about 12 MB, which one script
-# would hold Redis for about 25 ms to copy. They are *provisional* while the member is
-# still running (in `run`): no page shows them (`result_slice` hides a running index), no
-# count holds them, and judging the group again overwrites them. Written only while this
-# consumer holds the group (the leader runs under its name). Returns 1 if written, 0 if
-# the group is not this consumer's (committed, or taken over), -1 if the job is gone.
-WRITE_MEMBERS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
-for k = 4, #ARGV, 2 do
-  if redis.call('HGET', KEYS[3], ARGV[k]) == ARGV[2] then
-    redis.call('HSET', KEYS[2], ARGV[k], ARGV[k + 1])
-  end
-end
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return 1
-"""
-
-# KEYS as FINISH's. ARGV: leader index, entry id (the leader's), group, now, ttl, job id,
-# group record ('' for none), dead-letter record ('' for none), holder ('' for none), then
-# index, result, kind for each rollout of the group; result '' means the member's
-# provisional result, written by WRITE_MEMBERS. The group's commit, one step: every result
-# counted, the leader's result, the group record and the acknowledgement, so a group is
-# committed whole or not at all and the record always describes the results a page shows.
-# A judging's commit names its holder, and stands only while that consumer still holds
-# the group: a worker paused past its lease, whose group was taken over and begun again,
-# must neither commit the taker's provisional results under its own leader nor
-# acknowledge the entry the taker now holds. A cancel or a dead letter (no judging,
-# every result given) names none. A rollout that is no longer running and has a result
-# (the cancelled marker) keeps it. Returns how many results this call committed (0: the
-# group was committed already, or is not the holder's), -1 if the job is gone, -2
-# (nothing done, the entry still pending) if a provisional result is missing.
+# KEYS as FINISH's, then the group's hold. ARGV: leader index, entry id (the leader's),
+# group, now, ttl, job id, group record ('' for none), dead-letter record ('' for none),
+# holder ('' for none), then index, result, kind for each rollout of the group; result ''
+# means the rollout's provisional result (`jobs.group_queue.write_members`: in `out`
+# while the rollout runs, tagged in `prov` with the consumer that wrote it). The group's
+# commit, one step that copies no result: every result counted, the group record and the
+# acknowledgement, so a group is committed whole or not at all and the record always
+# describes the results a page shows. A judging's commit names its holder, and stands
+# only while that consumer still holds the group and wrote every provisional result it
+# names: a worker paused past its lease, whose group was taken over and begun again, must
+# neither commit the taker's results under its own nor acknowledge the entry the taker
+# now holds. A cancel or a dead letter (no judging, every result given) names none. A
+# rollout that is no longer running and has a result (the cancelled marker) keeps it.
+# Returns how many results this call committed (0: the group was committed already, or
+# is not the holder's), -1 if the job is gone, -2 (nothing done, the entry still pending)
+# if a provisional result is missing or not the holder's.
 FINISH_GROUP = (
     _S
     + _FINALIZE
     + _TALLY
     + """
 local live = redis.call('EXISTS', KEYS[1]) == 1
-if live and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
+local committed = live and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1
+  and redis.call('HEXISTS', KEYS[3], ARGV[1]) == 0
+if live and not committed then
   if ARGV[9] ~= '' and redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[9] then return 0 end
   for k = 10, #ARGV, 3 do
-    if ARGV[k + 1] == '' and redis.call('HEXISTS', KEYS[2], ARGV[k]) == 0 then return -2 end
+    if ARGV[k + 1] == '' then
+      local tag = redis.call('HGET', KEYS[17], ARGV[k])
+      if not tag or (ARGV[9] ~= '' and tag ~= ARGV[9]) then return -2 end
+    end
   end
 end
 redis.call('XACK', KEYS[4], ARGV[3], ARGV[2])
 redis.call('XDEL', KEYS[4], ARGV[2])
 if not live then return -1 end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+if committed then return 0 end
 local written, dead, record = 0, false, nil
 if ARGV[8] ~= '' then record = ARGV[8] end
 for k = 10, #ARGV, 3 do
@@ -272,6 +264,7 @@ for k = 10, #ARGV, 3 do
   if redis.call('HDEL', KEYS[3], i) == 1 or redis.call('HEXISTS', KEYS[2], i) == 0 then
     if ARGV[k + 1] ~= '' then redis.call('HSET', KEYS[2], i, ARGV[k + 1]) end
     redis.call('HDEL', KEYS[6], i)
+    redis.call('HDEL', KEYS[17], i)
     if ARGV[k + 2] == 'dead' and not dead then
       count('dead', record)  -- the group is one entry: one dead-letter record
       dead = true
@@ -285,6 +278,7 @@ for k = 10, #ARGV, 3 do
     written = written + 1
   end
 end
+redis.call('DEL', KEYS[18])
 if written == 0 then return 0 end
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 settle(ARGV[6], ARGV[4], ARGV[5])
@@ -310,7 +304,7 @@ return tonumber(j[2])
 )
 
 # KEYS: job, out, run, stream (unused), dead (unused), in, tries, errors, ids, S (6),
-# groups.
+# groups, prov.
 # ARGV: start, stop, now, ttl, cancelled marker, job id.
 # Rollouts start..stop-1 neither judged nor running get the marker as their result;
 # running ones finish. Returns how many were marked.
@@ -338,24 +332,29 @@ return c
 """
 )
 
-# KEYS: stream, job, out, run, tries, lead. ARGV: entry id, group, job id, index.
-# A stopping worker's entry goes back to the end of the stream (a new entry, the old one
-# acknowledged), and the interrupted delivery is not counted against the rollout. A
-# leader's members stop running with it, their provisional results dropped.
+# KEYS: stream, job, out, run, tries, lead, hold, prov. ARGV: entry id, group, job id,
+# index. A stopping worker's entry goes back to the end of the stream (a new entry, the
+# old one acknowledged), and the interrupted delivery is not counted against the rollout.
+# A leader's group stops running with it, its provisional results dropped.
 RELEASE = (
     _QUEUE
     + """
 if redis.call('XACK', KEYS[1], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('XDEL', KEYS[1], ARGV[1])
-if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('HEXISTS', KEYS[3], ARGV[4]) == 1 then
-  return 0
-end
-redis.call('HDEL', KEYS[4], ARGV[4])
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local running = redis.call('HEXISTS', KEYS[4], ARGV[4]) == 1
+if redis.call('HEXISTS', KEYS[3], ARGV[4]) == 1 and not running then return 0 end
 local group = redis.call('HGET', KEYS[6], 'g' .. ARGV[4])
 if group then
-  for i in string.gmatch(group, '%d+') do
-    if redis.call('HDEL', KEYS[4], i) == 1 then redis.call('HDEL', KEYS[3], i) end
+  for i in string.gmatch(ARGV[4] .. ',' .. group, '%d+') do
+    if redis.call('HDEL', KEYS[4], i) == 1 then
+      redis.call('HDEL', KEYS[3], i)
+      redis.call('HDEL', KEYS[8], i)
+    end
   end
+  redis.call('DEL', KEYS[7])
+else
+  redis.call('HDEL', KEYS[4], ARGV[4])
 end
 if tonumber(redis.call('HGET', KEYS[5], ARGV[4]) or '0') > 0 then
   redis.call('HINCRBY', KEYS[5], ARGV[4], -1)
