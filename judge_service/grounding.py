@@ -94,16 +94,33 @@ class TraceLinks:
 
 
 # What may stand on a line beside claims the checker proves true for the line to count
-# as read whole: punctuation, a list or step number, markup, and words that assert
-# nothing ("So", "Then", "Let me double-check", "Yes, that is right").
+# as read whole (issue 38: words that claim nothing): punctuation, a list or step number,
+# markup, a short lead-in label ("Week 2:", "Check one part:"), unicode operators, a
+# percentage's "of", and words that assert nothing ("So", "Then", "As a sanity check",
+# "Let me double-check", "Yes, that is right"). A word about the problem ("eggs left",
+# "she sells") or a method ("a product was asked, so") is none of these: the line then
+# says more than its arithmetic, and a negative label there is the judge's to argue.
 _FILLER = (
     "so then thus hence therefore now and first next finally also again we i get got have "
     "has which that this it is yes correct right ok okay good fine let lets let's me us "
-    "compute calculate check double verify verified indeed true step checks out holds"
+    "compute calculate check double verify verified indeed true step checks out holds "
+    "as a an sanity quick quickly recheck re-check confirm confirms confirmed note just "
+    "simply once more still see"
 )
+# A label names where a line stands ("Week 2:", "Check one part:"), never what it does: a
+# word of method ("Add 4:", "Take half:") makes the label a claim about the problem.
+_METHOD = (
+    "add|adds|adding|subtract|subtracts|subtracting|multiply|multiplies|multiplying|divide|"
+    "divides|dividing|take|takes|taking|use|uses|using|split|times|plus|minus|sum|product|"
+    "difference|quotient|half|double|twice|triple|thrice|square|remove|removes|keep|keeps|"
+    "sell|sells|buy|buys|pay|pays|left|remain|remaining|each|per|total"
+)
+_WORD = rf"(?!(?:{_METHOD})\b)[A-Za-z][A-Za-z'-]*"
+_LABEL = rf"(?:{_WORD}\s+){{0,3}}{_WORD}(?:\s+\d{{1,3}})?\s*:(?:\*\*)?\s+"
 _READ_WHOLE = re.compile(
     r"\s*(?:(?:[-*+]|#+|>)\s+)?(?:(?:step\s*)?\d{1,3}[.):]\s+)?"
-    rf"(?:[\s.,;:!?*_#>()\[\]{{}}$`'\"\\-]|\b(?:{'|'.join(_FILLER.split())})\b)*",
+    rf"(?:\*\*)?(?:{_LABEL})?(?:\*\*)?"
+    rf"(?:[\s.,;:!?*_#>()\[\]{{}}$`'\"\\·×−÷-]|%\s*of\b|\b(?:{'|'.join(_FILLER.split())})\b)*",
     re.IGNORECASE,
 )
 
@@ -240,6 +257,17 @@ class LineChecks:
         if last - first > 8:  # a long stretch is never read whole; no need to look
             return False
         return all(self._proven_line(line) for line in range(first, last + 1))
+
+    def proven_claims(self, start: int, end: int) -> list[str]:
+        """The text of each true computation on the lines of tokens ``[start, end)``, in
+        order (what a rejection of slander names)."""
+        first, last = self.lines_of(start, end)
+        text = self.trace.text
+        return [
+            " ".join(text[a:b].split())
+            for kind, lo, hi, a, b in self._links()
+            if kind == _TRUE and lo <= last and first <= hi
+        ]
 
     def true_lines(self) -> list[int]:
         """Every marker line `proven_true` holds of (the drift shadow's checker-true lines)."""

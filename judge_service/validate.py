@@ -284,15 +284,19 @@ class Validator:
 
     def _check_grounding(self, span: Span, ix: TraceIndex) -> None:
         score = self.label_scores.get(span.label, 0.0)
-        if span.label == L.INVALID:
+        if span.label in (L.INVALID, L.UNSUPPORTED):
+            # Slander: a line of claims the checker proves, with words that claim nothing
+            # (grounding._READ_WHOLE), cannot be an error nor depend on one.
             if ix.checks.proven_true(span.start, span.end):
+                proven = "; ".join(ix.checks.proven_claims(span.start, span.end)[:3])
                 raise _Reject(
                     S.CONTRADICTS_ARITHMETIC,
-                    f"the claim checks out: every computation on the lines of tokens "
-                    f"[{span.start}, {span.end}) holds, and the lines say nothing else; "
+                    f"the claim checks out: {proven} holds on the lines of tokens "
+                    f"[{span.start}, {span.end}), and the lines say nothing else; "
                     "mark the line where the error is",
                 )
-            return
+            if span.label == L.INVALID:
+                return
         if score <= 0:
             return
         checks = ix.checks

@@ -205,7 +205,9 @@ def test_corrections_and_dependents_need_an_earlier_invalid(trace: Trace) -> Non
     after = _span(trace, "Then 408 + 2 = 410.", label="unsupported")
     error = _span(trace, "I think 17 × 24 = 418.")
     alone = validate_spans([fix, after], trace, LABELS)
-    assert not alone.accepted and _codes(alone) == ["no_prior_invalid"] * 2
+    # The dependent line's claim is proven true and it says nothing else: slander first.
+    assert not alone.accepted
+    assert sorted(_codes(alone)) == ["contradicts_arithmetic", "no_prior_invalid"]
     assert [s.label for s in validate_spans([fix, error], trace, LABELS).accepted] == [
         "invalid",
         "verified_correction",
