@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +48,23 @@ def provider() -> Iterator[FakeProviderServer]:
         yield fake
 
 
-def test_groups_spread_over_workers_and_the_counts_say_what_runs(
-    provider: FakeProviderServer,
-    bpe: LoadedTokenizer,
-    bpe_dir: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+@dataclass
+class Busy:
+    """Two default workers, each holding one group of the job's four at its first turn."""
+
+    client: httpx.Client
+    job_id: str
+    held_by: dict[str, int]  # groups pending under each worker
+    counts: dict[str, int]  # the job's counts meanwhile
+    gate: threading.Event  # set: the held sessions go on
+    names: list[str]  # the groups, in job order
+    rows: list[dict[str, Any]]
+
+
+@contextmanager
+def two_workers_busy(
+    provider: FakeProviderServer, bpe: LoadedTokenizer, bpe_dir: Path, logs: Path
+) -> Iterator[Busy]:
     gate, arrived = threading.Event(), []
 
     def held(name: str) -> None:  # a group's session waits here until the test looked
@@ -74,7 +85,7 @@ def test_groups_spread_over_workers_and_the_counts_say_what_runs(
         api = Settings(**serving, inprocess_worker="off")
         try:
             with (
-                worker_processes(workers, service_env(**serving), tmp_path, url, prefix),
+                worker_processes(workers, service_env(**serving), logs, url, prefix),
                 LiveServer(create_app(api)) as live,
                 httpx.Client(base_url=live.url, timeout=30) as client,
             ):
@@ -85,16 +96,50 @@ def test_groups_spread_over_workers_and_the_counts_say_what_runs(
                 wait_until(lambda: len(arrived) >= 2, 60, "two groups judged at once")
                 held_by = {w: pending_of(url, prefix, w) for w in workers}
                 counts = client.get(f"/v1/jobs/{job_id}").json()["counts"]
-                gate.set()
-                view = wait_job(client, job_id, timeout=120)
-                results, blocks = pages(client, job_id, limit=100)
+                yield Busy(client, job_id, held_by, counts, gate, names, rows)
         finally:
             gate.set()
-        logs = "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
+
+
+def test_groups_spread_over_workers_and_the_counts_say_what_runs(
+    provider: FakeProviderServer, bpe: LoadedTokenizer, bpe_dir: Path, tmp_path: Path
+) -> None:
+    with two_workers_busy(provider, bpe, bpe_dir, tmp_path) as busy:
+        busy.gate.set()
+        view = wait_job(busy.client, busy.job_id, timeout=120)
+        results, blocks = pages(busy.client, busy.job_id, limit=100)
+    logs = "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
 
     # One group (8 slots) on each worker, the other two queued, and the counts true.
-    assert held_by == {"spread-a": 1, "spread-b": 1}, held_by
-    assert (counts["running"], counts["queued"]) == (2 * SIZE, 2 * SIZE), counts
+    assert busy.held_by == {"spread-a": 1, "spread-b": 1}, busy.held_by
+    assert (busy.counts["running"], busy.counts["queued"]) == (2 * SIZE, 2 * SIZE), busy.counts
     assert view["status"] == "done" and view["counts"]["done"] == GROUPS * SIZE, logs
     assert all(r["status"] == "ok" for r in results)
+    names = busy.names
     assert set(blocks) == set(names) and sessions(provider) == dict.fromkeys(names, 1)
+
+
+def test_a_cancel_mid_group_leaves_the_groups_in_flight_whole(
+    provider: FakeProviderServer, bpe: LoadedTokenizer, bpe_dir: Path, tmp_path: Path
+) -> None:
+    with two_workers_busy(provider, bpe, bpe_dir, tmp_path) as busy:
+        assert busy.client.delete(f"/v1/jobs/{busy.job_id}").status_code in (200, 202)
+        # The two groups being judged keep running whole; the two queued are cancelled.
+        cancelling = busy.client.get(f"/v1/jobs/{busy.job_id}").json()
+        busy.gate.set()
+        view = wait_job(busy.client, busy.job_id, timeout=120)
+        results, blocks = pages(busy.client, busy.job_id, limit=100)
+
+    assert cancelling["counts"] == {
+        **cancelling["counts"], "running": 2 * SIZE, "queued": 0, "cancelled": 2 * SIZE,
+        "done": 0,
+    }  # fmt: skip
+    assert view["status"] == "cancelled"
+    assert (view["counts"]["done"], view["counts"]["cancelled"]) == (2 * SIZE, 2 * SIZE)
+    by_group: dict[str, set[str]] = {}
+    for row, result in zip(busy.rows, results, strict=True):
+        by_group.setdefault(row["group_id"], set()).add(result["status"])
+    # Each group whole: judged (every sibling ok) or cancelled (every sibling), never split.
+    assert sorted(by_group.values(), key=sorted) == [{"failed"}] * 2 + [{"ok"}] * 2, by_group
+    judged = {g for g, statuses in by_group.items() if statuses == {"ok"}}
+    assert set(blocks) == judged and sessions(provider) == dict.fromkeys(judged, 1)

@@ -197,6 +197,9 @@ async def test_a_cancel_leaves_a_group_in_flight_to_its_worker(jobs: JobStore) -
     await jobs.cancel(job_id)
     # The rollout alone (not started) is cancelled; the group, begun whole, finishes whole.
     assert await jobs.result_slice(job_id, 0, 4) == [None, None, None, CANCELLED]
+    job = await jobs.get(job_id)
+    assert job is not None and (job.running, job.cancelled, job.done) == (3, 1, 0)
+    assert job.finished_at is None
     assert await jobs.finish_group(leader, _ok([1, 2, 0]), "{}") == 3
     job = await jobs.get(job_id)
     assert job is not None and job.status == "cancelled" and job.finished_at
