@@ -6,10 +6,12 @@ judges it, and *finishes* it: the result is written first-write-wins and the
 entry acknowledged in the same atomic step. So a rollout has exactly one
 result however often it is delivered; a delivery whose result already exists
 is only acknowledged. A groupwise job's group is one entry, its leader's
-(`jobs.groups`): beginning it marks the whole group running; the members'
-results are written provisionally (`write_members`: bounded calls, hidden from
-pages and counts while the member runs), then the group is committed in one
-step, its results counted, its block and its acknowledgement (`finish_group`).
+(`jobs.groups`), holding one judging slot per rollout (`Entry.slots`: workers
+claim by slots); beginning it marks the whole group running and makes the
+worker its holder; the group's results are written provisionally
+(`write_members`: bounded calls, hidden from pages and counts while the rollout
+runs, written only by the holder), then the group is committed in one step, its
+results counted, its block and its acknowledgement (`finish_group`).
 
 `JobStore` has two implementations: Redis Streams (`jobs.queue`, shared by
 any number of workers) and in-process (`jobs.memory_queue`, for
@@ -315,11 +317,11 @@ class JobStore(ABC):
     async def write_members(
         self, entry: Entry, consumer: str, writes: Sequence[tuple[int, str]]
     ) -> int:
-        """Provisional results of the members of the group whose leader's entry is
-        `entry`, while `consumer` holds it: not shown, not counted, overwritten by a
-        later judging, until `finish_group` commits them. 1 if written; 0 if the group is
-        not `consumer`'s any more (committed, or taken over: leave it), -1 if the job is
-        gone."""
+        """Provisional results of the group whose leader's entry is `entry` (the
+        leader's too), written only while `consumer` holds the group and tagged as its:
+        not shown, not counted, overwritten by a later judging, until `finish_group`
+        commits them. 1 if written; 0 if the group is not `consumer`'s any more
+        (committed, released or taken over: leave it), -1 if the job is gone."""
 
     @abstractmethod
     async def finish_group(
