@@ -44,7 +44,7 @@ def checker() -> Iterator[EquivalenceChecker]:
         ("1 - \\frac{1}{\\mathrm{e}}", Integer(1), "leaves out e"),
         ("1 - \\frac{1}{\\mathrm{e}}", "1 - \\frac{1}{", "leaves out e"),  # the text fallback
         ("2\\mathrm{e}", Integer(2), "leaves out e"),
-        ("1 - \\frac{1}{7}", Integer(1), "leaves out 7"),
+        ("1 - \\frac{1}{7}", Integer(1), "leaves out \\frac{1}{7}"),
         ("x + 1", Integer(1), "leaves out x"),
         ("3\\pi", Integer(3), "leaves out pi"),
         ("5 m", Integer(5), "leaves out m"),  # one letter may be a variable

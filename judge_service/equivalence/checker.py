@@ -12,7 +12,9 @@ from sandbox.pool import Envelope, PoolOwner, ZygotePool
 
 _HANDLER = "judge_service.equivalence.worker"
 _KILL_GRACE_S = 1.0
-MAX_ANSWER_CHARS = 2000
+# A whole solution ending in its answer (math-verify reads its last box); the parse and the
+# worker's kill bound the time it may take.
+MAX_ANSWER_CHARS = 16_000
 
 
 class EquivalenceChecker(PoolOwner):

@@ -6,22 +6,30 @@ differ only in what was dropped compare equal. A parse is trusted only when it
 holds everything the answer states:
 
 - every name the answer uses (a single letter, a Greek letter, ``\\infty``,
-  ``\\mathrm{e}``) appears in the parse (``e`` as ``E`` or ``exp``, ``i`` as ``I``,
-  ``\\infty`` as ``oo``);
+  ``\\mathrm{e}``) appears in the parse, in either case (``e`` as ``E`` or ``exp``,
+  ``V_1`` as ``v_1``, ``\\infty`` as ``oo``);
 - every number written in the answer appears in the parse (up to sign; a
-  fraction's numerator and denominator count), unless the parse holds numbers the
-  answer never wrote: then sympy folded constants (``\\frac{2}{4}`` is 1/2,
+  fraction's value, or its numerator and denominator), unless the parse holds numbers
+  the answer never wrote: then sympy folded constants (``\\frac{2}{4}`` is 1/2,
   ``\\binom{5}{2}`` is 10) and the written ones cannot be looked for;
 - an answer listing several items (top-level ``,`` ``;`` ``and`` ``or``) is not
-  parsed as one value: the parse is a set, tuple, interval or matrix.
+  parsed as one value: the parse is a set, tuple, interval or matrix (or an equation
+  whose right side is one: ``a = 4, -8``).
 
-Words of two or more letters (``cm``, ``apples``, ``and``) and the contents of
+Numbers are read by the project's one reader (`reading.numbers`): a separator is no
+item break and no second number (``1{,}000``, ``32,\\! 349``, ``14 {, }916``), shorthand
+is a fraction (``\\frac3{3}`` is 1), words are numbers (``5 or seven`` lists two items).
+Digits it declines in mathematics (the items of ``1,2,3``, a subscript) are read here;
+``2,74`` is read both as a decimal comma and as two items. What annotates the value is
+not looked for: a label (``x =``, ``x \\approx``, ``V_1:V_2 =``, ``(x, y) =``, ``W(n) =``,
+``n is``), a unit's power (``\\mbox{ cm}^2``), a closing approximation (``1/3 \\approx
+0.33``). Words of two or more letters (``cm``, ``apples``, ``and``) and the contents of
 ``\\text{}`` are read as units or prose, which math-verify drops on purpose. Signs
 and operators are not checked: a parse that keeps every number and name of the
 answer but misreads how they combine is a misreading, not a partial read.
 
-This module imports only the standard library; sympy is imported when a sympy
-form is walked, so the rules judge can share the rule without math-verify.
+This module imports only the standard library and the reader; sympy is imported when a
+sympy form is walked, so the rules judge can share the rule without math-verify.
 """
 
 from __future__ import annotations
@@ -32,7 +40,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["unaccounted"]
+from judge_service.reading.numbers import read_numbers
+
+__all__ = ["DECIMAL_COMMA", "SPACED_GROUPS", "unaccounted"]
 
 _GREEK = frozenset(
     {
@@ -44,6 +54,7 @@ _GREEK = frozenset(
     }
 )
 _UNICODE_NAMES = {"π": "pi", "∞": "infty"}
+# Names, units and prose: numbers are read by the project's one reader (`_numbers`).
 _SCAN = re.compile(
     r"""
       (?P<prose>\\(?:text|textrm|textit|textbf|textsf|texttt|mbox)\s*\{(?P<prose_body>[^{}]*)\})
@@ -51,16 +62,43 @@ _SCAN = re.compile(
                 \{\s*(?P<roman_body>[^{}]*?)\s*\})
     | (?P<command>\\[A-Za-z]+)
     | (?P<escape>\\.)
-    | (?P<grouped>\d{1,3}(?:(?:,|\{,\}|\\,|\ )\d{3})+(?!\d)(?:\.\d+)?)
-    | (?P<number>\d+(?:\.\d+)?|\.\d+)
     | (?P<word>[^\W\d_]+)
     | (?P<symbol>[π∞])
     """,
     re.VERBOSE,
 )
-_GROUP_SEPARATOR = re.compile(r",|\{,\}|\\,|\ ")
-# A top-level comma between a digit and exactly three digits groups thousands.
-_ITEM_BREAK = re.compile(r"(?<!\d),|,(?!\d{3}(?!\d))|;|\band\b|\bor\b")
+# Digits the reader declines in mathematics: the items of ``1,2,3``, a subscript's ``1``.
+_BARE = re.compile(r"\d+(?:\.\d+)?|\.\d+")
+_PART = re.compile(r"\d+(?:\.\d+)?")
+_SEPARATED = re.compile(r"[^\d.]")
+# ``2,74``: a decimal comma, or the two items 2 and 74 (a comma before three digits groups
+# thousands; the reader reads that one).
+DECIMAL_COMMA = re.compile(r"(?<![\d.,])(\d+),(\d{1,2}|\d{4,})(?![\d.,])")
+# Digit groups split by plain spaces (``12 345``): one number, or a list (the reader reads
+# a plain space as two numbers; here both readings count).
+SPACED_GROUPS = re.compile(r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])")
+# A comma between digits is a break unless the reader read the digits as one number (its
+# commas are gone by then); ``or``/``and`` between items too.
+_ITEM_BREAK = re.compile(r",|;|\band\b|\bor\b")
+# A label names the value that follows it (``x =``, ``x \\approx``, ``V_1:V_2 =``, ``(x, y) =``,
+# ``W(n) =``, ``n is``): at the start, after an item break or an opening delimiter. math-verify
+# compares what follows, so the label's names and digits are not looked for in its parse.
+_NAME = (
+    r"(?:\\(?:text|mathrm|mathit|operatorname)\s*\{[^{}\d]*\}|\\[A-Za-z]+|[A-Za-z]+)"
+    r"(?:_\{[^{}]*\}|_[A-Za-z\d])?(?:\^\{[^{}]*\}|\^[A-Za-z\d])?(?:\s*\([^()]*\))?"
+)
+_LABEL = re.compile(
+    rf"(?:^|(?<=[,;$({{])|(?<=\\\()|(?<=\\\[)|(?<=\band)|(?<=\bor)|(?<=\\quad))(\s*"
+    rf"(?:{_NAME}(?:\s*[:/,]\s*{_NAME})*|\(\s*{_NAME}(?:\s*[,;]\s*{_NAME})*\s*\))"
+    r"\s*(?:\$\s*)?(?:=|\\approx|\\simeq|\\sim|\bis\b|\bare\b)(?![=<>]))"
+)
+_SPACED_GROUP = re.compile(r"\s*\{\s*,\s*\}\s*")  # ``14 {, }916``, as some write 14{,}916
+_UNIT_POWER = re.compile(
+    r"((?:\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z]+\s*\}|(?<![\\A-Za-z])[A-Za-z]{2,})\s*)"
+    r"\^\s*(?:\{\s*[23]\s*\}|[23])"
+)
+_APPROXIMATION = re.compile(r"(?<=[\d}).])\s*\\approx\s*[-+]?[\d.,]+\s*(?=\$?\s*\Z)")
+_SPELLED_CONNECTIVE = re.compile(r"\\(?:text|mbox)\s*\{\s*(and|or)\s*\}")
 _DELIMITERS = re.compile(r"\$|\\[()\[\]]|\\boxed|\s")  # "2, 2" lists one item, "$2, 2$" too
 _OPENERS, _CLOSERS = ("(", "[", "\\{"), (")", "]", "\\}")
 # Numbers sympy introduces without folding anything: 1 (from -x and 1/x) and the
@@ -87,6 +125,7 @@ class _Footprint:
 
 
 def _scan(text: str, footprint: _Footprint, *, prose: bool = False) -> None:
+    """The names `text` uses (its numbers are `_numbers`)."""
     for match in _SCAN.finditer(text):
         kind, raw = match.lastgroup, match.group()
         if kind == "prose":
@@ -99,29 +138,72 @@ def _scan(text: str, footprint: _Footprint, *, prose: bool = False) -> None:
                 _scan(body, footprint, prose=True)
         elif kind == "command" and raw[1:] in _GREEK | {"infty"}:
             footprint.names.add(raw[1:])
-        elif kind == "grouped":
-            parts = _GROUP_SEPARATOR.split(raw)
-            joined = frozenset({Fraction("".join(parts))})
-            split = frozenset(Fraction(part) for part in parts)
-            footprint.numbers.append((raw, (joined, split)))
-        elif kind == "number":
-            footprint.numbers.append((raw, (frozenset({Fraction(raw)}),)))
         elif kind == "word" and len(raw) == 1 and not prose:
             footprint.names.add(raw)
         elif kind == "symbol":
             footprint.names.add(_UNICODE_NAMES[raw])
 
 
+def _numbers(text: str) -> list[tuple[str, tuple[frozenset[Fraction], ...]]]:
+    """Each number `text` writes, with its readings: the project's reader first (separators,
+    ``\\frac12``, words), then the digits it declines in mathematics."""
+    found: list[tuple[int, str, tuple[frozenset[Fraction], ...]]] = []
+    taken: list[tuple[int, int]] = []
+    readings: tuple[frozenset[Fraction], ...]
+    for match in SPACED_GROUPS.finditer(text):
+        groups = match.group().split(" ")
+        readings = (frozenset({Fraction("".join(groups))}), frozenset(map(Fraction, groups)))
+        found.append((match.start(), match.group(), readings))
+        taken.append(match.span())
+    for number in read_numbers(text):
+        if any(lo < number.end and number.start < hi for lo, hi in taken):
+            continue
+        raw = text[number.start : number.end]
+        whole = frozenset({number.value})
+        parts: frozenset[Fraction] = frozenset(Fraction(part) for part in _PART.findall(raw))
+        # A fraction's numerator and denominator count, and "1,234" may be 1 and 234.
+        split = number.form == "fraction" or (
+            number.form == "digits" and _SEPARATED.search(raw) is not None
+        )
+        readings = (whole, parts) if split and parts else (whole,)
+        found.append((number.start, raw, readings))
+        taken.append((number.start, number.end))
+    for match in _BARE.finditer(text):
+        if not any(lo <= match.start() < hi for lo, hi in taken):
+            found.append((match.start(), match.group(), (frozenset({Fraction(match.group())}),)))
+    return [(raw, readings) for _, raw, readings in sorted(found, key=lambda f: f[0])]
+
+
+def _unlabelled(text: str) -> str:
+    """`text` without what annotates its value: labels (``x =``), a unit's power (the 2 of
+    ``\\mbox{ cm}^2``), a closing approximation (``1/3 \\approx 0.33``)."""
+    text = _SPELLED_CONNECTIVE.sub(r" \1 ", _SPACED_GROUP.sub("{,}", text))
+    text = _UNIT_POWER.sub(r"\1", _APPROXIMATION.sub("", text))
+    return _LABEL.sub(lambda m: " " * len(m.group(1)), text)
+
+
 def _stated(text: str) -> _Footprint:
-    footprint = _Footprint()
+    text = _unlabelled(text)
+    footprint = _Footprint(numbers=_numbers(text))
     _scan(text, footprint)
     return footprint
+
+
+def _canonical(text: str) -> str:
+    """`text` with each number the reader reads as its value: ``1,000`` is ``1000``, so its
+    comma is no item break, and ``2, 2.0`` lists one item."""
+    out, at = [], 0
+    for number in read_numbers(text, words=False):
+        out += [text[at : number.start], str(number.value)]
+        at = number.end
+    return "".join(out) + text[at:]
 
 
 def _items(text: str) -> int:
     """How many distinct items `text` lists at the top level (outside brackets)."""
     text = _SCAN.sub(
-        lambda m: f" {m.group('prose_body')} " if m.lastgroup == "prose" else m.group(), text
+        lambda m: f" {m.group('prose_body')} " if m.lastgroup == "prose" else m.group(),
+        _canonical(_unlabelled(text)),
     )
     parts, depth, start, index = [], 0, 0, 0
     while index < len(text):
@@ -170,11 +252,14 @@ def _held(form: object, written: set[Fraction]) -> _Held:
 
 
 def _walk(form: object, held: _Held, written: set[Fraction]) -> None:
-    from sympy import Basic, Float, Pow, Rational, Set, Symbol, Tuple
+    from sympy import Basic, Eq, Float, Pow, Rational, Set, Symbol, Tuple
     from sympy.core.function import AppliedUndef
     from sympy.matrices import MatrixBase
 
-    held.collection = isinstance(form, list | tuple | Set | Tuple | MatrixBase)
+    collections = list | tuple | Set | Tuple | MatrixBase
+    # ``a = 4, -8, -10`` is read as Eq(a, {4, -8, -10}): a labelled list
+    value = form.rhs if isinstance(form, Eq) else form
+    held.collection = isinstance(value, collections)
     # (node, whether it is the exponent of a root or a reciprocal: sympy's spelling of
     # sqrt(x) and 1/x, not a number anyone wrote)
     pending: list[tuple[Any, bool]] = [(form, False)]
@@ -240,6 +325,16 @@ def unaccounted(text: str, form: object) -> str | None:
     """What of the answer `text` the parsed `form` leaves out, said in words (``leaves out
     19, e``); None when the form accounts for all of it. `form` is one of math-verify's
     results: a sympy object (or a list of them) or its text fallback."""
+    gap = _gap(text, form)
+    if gap is not None:
+        # ``2,74`` may be a decimal comma: math-verify reads it so
+        decimal = DECIMAL_COMMA.sub(r"\1.\2", text)
+        if decimal != text and _gap(decimal, form) is None:
+            return None
+    return gap
+
+
+def _gap(text: str, form: object) -> str | None:
     stated = _stated(text)
     held = _held(form, stated.values())
     items = _items(text)
@@ -252,6 +347,8 @@ def unaccounted(text: str, form: object) -> str | None:
         missing += dict.fromkeys(
             raw for raw, readings in stated.numbers if not _present(readings, held)
         )
-    missing += sorted(stated.names - held.names)
+    # math-verify reads ``E`` as ``e`` and ``V_1`` as ``v_1``: a name's case is no content
+    names = {name.casefold() for name in held.names}
+    missing += sorted(name for name in stated.names if name.casefold() not in names)
     shown = [raw if len(raw) <= 24 else raw[:20] + "..." for raw in missing]
     return "leaves out " + ", ".join(shown) if missing else None

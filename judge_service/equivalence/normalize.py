@@ -10,12 +10,18 @@ takes them. A few notations it misreads are rewritten first:
   mathematics: ``9^{9^{9^{9}}}``.
 - ``x = 3 or x = 4`` becomes the list ``x = 3, x = 4`` (and ``1, 2, and 3`` is ``1, 2, 3``).
 - With ``degrees_as_radians``, a degree sign becomes ``\\cdot\\frac{\\pi}{180}``.
+- An answer that is one number in digit groups split by spaces (``1 000``) is that number,
+  as math-verify reads it in text; in LaTeX it would be the product 1·000.
+
+`readings` adds a second reading where an answer is ambiguous: ``1000,99`` is 1000.99 with a
+decimal comma (math-verify's reading) or the two items 1000 and 99 (LaTeX's).
 """
 
 from __future__ import annotations
 
 import re
 
+from judge_service.equivalence.coverage import DECIMAL_COMMA, SPACED_GROUPS
 from judge_service.equivalence.result import EquivalencePolicy
 
 _DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed")
@@ -24,7 +30,8 @@ _DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree\b")
 # The comma of "1, 2, and 3" goes with the connective: left behind, math-verify
 # reads "1, 2,, 3" as 3 alone.
 _CONNECTIVE = re.compile(r"\s*,?\s+(?:or|and)\s+")
-_PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{4,}")
+# A word of four letters, or one with an apostrophe (`it's`): prose, not a formula
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])(?:[A-Za-z]{4,}|[A-Za-z]+'[A-Za-z]+)")
 _TEXT_GROUP = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname)\s*\{[^{}]*\}")
 _ATOM = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
 
@@ -84,8 +91,18 @@ def right_associate_powers(text: str) -> str:
     return "".join(out)
 
 
+def readings(answer: str, policy: EquivalencePolicy) -> list[str]:
+    """`answer` prepared for math-verify: one text, or two where it is ambiguous."""
+    text = answer.strip()
+    if DECIMAL_COMMA.fullmatch(text.lstrip("+-")) is None:
+        return [prepare(text, policy)]
+    return [prepare(text, policy), prepare(text.replace(",", "."), policy)]
+
+
 def prepare(answer: str, policy: EquivalencePolicy) -> str:
     text = answer.strip()
+    if SPACED_GROUPS.fullmatch(text.lstrip("+-")):
+        text = text.replace(" ", "")
     if policy.degrees_as_radians:
         text = _DEGREE.sub(r"\\cdot\\frac{\\pi}{180}", text)
     text = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", text)

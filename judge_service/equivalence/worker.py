@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from judge_service.equivalence.coverage import unaccounted
-from judge_service.equivalence.normalize import prepare
+from judge_service.equivalence.normalize import readings
 from judge_service.equivalence.result import EquivalencePolicy, EquivalenceResult
 
 _MAX_FORM_CHARS = 500
@@ -108,9 +108,26 @@ def _whole_forms(name: str, text: str, forms: list[Any]) -> tuple[list[Any], str
     return whole, f"math-verify read only part of the {name}: its parse {_show(form)} {gap}"
 
 
+def _whole_reading(
+    name: str, text: str, forms: list[Any], span: tuple[int, int, str] | None
+) -> tuple[list[Any], str | None]:
+    """`_whole_forms` on the answer math-verify read in `text`: all of it, or in prose the
+    span it took its answer from (`extraction.surroundings`)."""
+    from judge_service.equivalence import extraction
+
+    if not forms:
+        return [], None
+    target, refused = (text, None) if span is None else extraction.surroundings(text, span)
+    if refused is not None:
+        return [], f"math-verify read only part of the {name}: {refused}"
+    return _whole_forms(name, target, forms)
+
+
 def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) -> EquivalenceResult:
-    from math_verify import parse, verify
+    from math_verify import verify
     from math_verify.errors import TimeoutException
+
+    from judge_service.equivalence import extraction
 
     started = time.perf_counter()
 
@@ -120,36 +137,37 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
         return EquivalenceResult(verdict, reason, shown_g, shown_p, elapsed)
 
     parse_alarm = _alarm_seconds(budget_s, 0.2)
-    sides: list[list[Any]] = []
+    sides: list[tuple[list[Any], list[Any], str | None]] = []  # forms, whole forms, gap
 
     def parsed_so_far() -> tuple[list[Any], list[Any]]:
-        return (sides[0] if sides else []), []
+        return (sides[0][0] if sides else []), []
 
-    prepared = {"reference": prepare(gold, policy), "answer": prepare(pred, policy)}
-    for name, text in prepared.items():
-        try:
-            forms = parse(text, parsing_timeout=parse_alarm, raise_on_error=True)
-        except TimeoutException:
-            return result("unknown", f"parsing the {name} timed out", *parsed_so_far())
-        except (MemoryError, RecursionError) as exc:
-            reason = f"parsing the {name} ran out of resources ({type(exc).__name__})"
-            return result("unknown", reason, *parsed_so_far())
-        except Exception as exc:
-            reason = f"cannot parse the {name}: {type(exc).__name__}: {exc}"
-            return result("unknown", reason[:500], *parsed_so_far())
+    texts = {"reference": readings(gold, policy), "answer": readings(pred, policy)}
+    for name, readings_of_side in texts.items():
+        forms, whole, gaps = [], [], []
+        for text in readings_of_side:
+            try:
+                found, span = extraction.parse(text, parse_alarm)
+            except TimeoutException:
+                return result("unknown", f"parsing the {name} timed out", *parsed_so_far())
+            except (MemoryError, RecursionError) as exc:
+                reason = f"parsing the {name} ran out of resources ({type(exc).__name__})"
+                return result("unknown", reason, *parsed_so_far())
+            except Exception as exc:
+                reason = f"cannot parse the {name}: {type(exc).__name__}: {exc}"
+                return result("unknown", reason[:500], *parsed_so_far())
+            if policy.percent == "strict":
+                found = [_strict_percent(x) for x in found]
+            reading_whole, gap = _whole_reading(name, text, found, span)
+            forms += found
+            whole += reading_whole
+            gaps.append(gap)
         if not forms:
             return result("unknown", f"cannot parse the {name}", *parsed_so_far())
-        sides.append(forms)
-    golds, preds = sides
-    if policy.percent == "strict":
-        golds, preds = [_strict_percent(x) for x in golds], [_strict_percent(x) for x in preds]
-    # Only forms that account for their whole answer are compared (see coverage).
-    (golds_whole, gold_gap), (preds_whole, pred_gap) = (
-        _whole_forms(name, text, forms)
-        for (name, text), forms in zip(prepared.items(), (golds, preds), strict=True)
-    )
+        sides.append((forms, whole, None if None in gaps else gaps[0]))
+    (golds, golds_whole, gold_gap), (preds, preds_whole, pred_gap) = sides
     partial = gold_gap or pred_gap  # why a side was read only in part
-    if partial is not None and prepared["reference"] == prepared["answer"]:
+    if partial is not None and texts["reference"][0] == texts["answer"][0]:
         return result("equivalent", "the two answers are the same text", golds, preds)
     if partial is not None and not (golds_whole and preds_whole):
         return result("unknown", partial, golds, preds)

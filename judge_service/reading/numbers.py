@@ -5,7 +5,8 @@ through `fold_digits`), the alignment of sibling steps (`alignment.steps`) and t
 final-answer locator read numbers here, so a form that one of them reads as a number the
 others read too (issue 43). Read, each as an exact `Fraction` with its char range:
 
-- digits, decimals and thousands groups: ``1,000``, ``1{,}000``, ``1\\,000``, ``32,\\!349``,
+- digits, decimals and thousands groups: ``1,000``, ``1{,}000``, ``1\\,000``, ``32,\\!349``
+  (``32,\\! 349`` too: TeX ignores the space after a control symbol),
   a thin or no-break space between groups (``1 000`` with U+2009/U+202F/U+00A0; a plain
   space is two numbers, as in a list ``1 000``);
 - digits of any script or width (``７``, ``٣``, ``𝟕``: `fold_digits`, char for char);
@@ -91,7 +92,7 @@ _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ni
 _WORD_VALUE = {w: k for k, w in enumerate(_UNITS)} | {w: 20 + 10 * k for k, w in enumerate(_TENS)}
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
 
-_SEP = r"(?:,|\{,\}|\\,|,\\!|[\u2009\u202f\u00a0])"
+_SEP = r"(?:,|\{,\}|\\,|,\\! ?|[\u2009\u202f\u00a0])"
 _ALONE_BEFORE = r"(?<![\w.])"
 _ALONE_AFTER = r"(?![\w]|[.,]\d)"
 _DECIMAL = rf"\d{{1,3}}(?:{_SEP}\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
@@ -102,7 +103,7 @@ _FRACTION = re.compile(
 _DIGITS = re.compile(_ALONE_BEFORE + "(" + _DECIMAL + ")" + _ALONE_AFTER)
 # Digits as parts: inside a fraction, or a coefficient before one variable letter (`5J`).
 _PARTS = re.compile(r"(?<![\w.])(" + _DECIMAL + r")(?:(?=[A-Za-z](?![A-Za-z]))|(?![\w]|[.,]\d))")
-_GROUP = re.compile(r"\{,\}|,\\!|\\,|[,\u2009\u202f\u00a0]")
+_GROUP = re.compile(r"\{,\}|,\\! ?|\\,|[,\u2009\u202f\u00a0]")
 _WORD = re.compile(r"[A-Za-z]+")
 _NUMBER_WORDS = frozenset(_WORD_VALUE) | frozenset(_SCALES)
 

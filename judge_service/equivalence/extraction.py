@@ -1,0 +1,151 @@
+"""Where in a text math-verify found its answer, so the coverage rule reads that answer.
+
+A final answer written in prose (``Final Answer: The largest $n$ is 34.``, a solution that
+ends in ``\\boxed{...}``) is read as math-verify reads it: its extraction patterns, tried in
+their priority order (boxed, "final answer is", "answer:", the last expression), the
+rightmost match of a priority first. `parse` here is math-verify's ``parse`` with its
+defaults, returning besides the forms the span of text the successful match read; the
+coverage rule then asks whether the forms account for *that* text, and whether the text
+around it goes on with more values (``$5$ or $7$``) or a condition (``7 if n is even``)
+that math-verify left out.
+
+Imported only in the checker's worker (math-verify and sympy are heavy).
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import groupby
+from typing import Any
+
+from math_verify.parser import (
+    ExprExtractionConfig,
+    LatexExtractionConfig,
+    extract_match,
+    get_extraction_regexes,
+)
+from math_verify.utils import timeout
+
+__all__ = ["Extracted", "parse", "surroundings"]
+
+_CONFIG = (LatexExtractionConfig(), ExprExtractionConfig())
+
+# The span an answer was read from, and what kind of unit it is: "whole" by construction (a
+# delimited formula, which may hold boxes), "boxed" (from the first \\boxed{ to the last },
+# of which math-verify reads the last box) or a "piece" the text may continue (a number,
+# a bare expression).
+Span = tuple[int, int, str]
+Extracted = tuple[list[Any], Span | None]
+_WHOLE_UNITS = ("Dollar", "Bracket", "Parenthesis", "Boxed")
+
+
+def _extract(text: str) -> Extracted:
+    """math_verify.parser.extract_target_from_pred (any_match, first_match fallback), which
+    also says which span of `text` its answer came from."""
+    patterns = [
+        (pattern, target, priority)
+        for target_patterns, target in get_extraction_regexes(_CONFIG)
+        for pattern, priority in target_patterns
+    ]
+    patterns.sort(key=lambda p: p[2])
+    fallbacks: list[str] = []
+    for _, group in groupby(patterns, key=lambda p: p[2]):
+        matches = [
+            (match, target) for pattern, target, _ in group for match in pattern.finditer(text)
+        ]
+        matches.sort(key=lambda m: (m[0].end(), -m[0].start()), reverse=True)
+        for match, target in matches:
+            form, fallback = extract_match(match, target)
+            if fallback:
+                fallbacks.append(fallback)
+            if form is not None:
+                return [form, *fallbacks[:1]], _span(match)
+    return fallbacks[:1], None
+
+
+def _span(match: re.Match[str]) -> Span:
+    """The chars of the answer itself: the match's groups, without an anchor such as
+    ``final answer is`` that precedes them."""
+    names = [name for name, value in match.groupdict().items() if value]
+    spans = [match.span(name) for name in names]
+    if any(name.endswith("latexBoxed") for name in names):
+        kind = "boxed"
+    elif any(name.endswith(_WHOLE_UNITS) for name in names):
+        kind = "whole"
+    else:
+        kind = "piece"
+    return min(s for s, _ in spans), max(e for _, e in spans), kind
+
+
+def parse(text: str, parsing_timeout: int) -> Extracted:
+    """math-verify's ``parse(text)`` (its default extraction targets), raising its errors,
+    and the span of `text` its forms were read from (None when none was read)."""
+    result: Extracted = timeout(timeout_seconds=parsing_timeout)(_extract)(text)
+    return result
+
+
+# What may sit around an answer that states it alone: math delimiters, a box, punctuation.
+_FRAME = re.compile(r"(?:\s|\$|\\[()\[\]]|\\boxed\s*\{|[{}.,;:!])*")
+_FRAME_END = re.compile(r"(?:\s|\$|\\[()\[\]]|[{}.,;:!])*\Z")
+_MORE_BEFORE = re.compile(
+    r"(?:[\d)}\]$]|\\[)\]])\s*\$?\s*(?:,|;|\band|\bor|\\pm)\s*(?:\$|\\[(\[])?\s*\Z"
+)
+_MORE_AFTER = re.compile(
+    r"\A\s*(?:\}\s*)?(?:\$|\\[)\]])?\s*(?:,|;|\band\b|\bor\b)\s*"
+    r"(?:\$|\\[(\[]|\\boxed|[-+]?\d|[-+]?\\frac)"
+)
+_OPERATOR_BEFORE = re.compile(r"[-+*/^=<>\\{_]\s*\Z")
+_OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/^=>\\}_(]|<(?!\|))")  # not a chat template's <|
+_BOX = re.compile(r"\\boxed\s*\{")
+_CONDITION = re.compile(
+    r"\A[^.\n]*?\b(?:if|when|whenever|unless|otherwise|except|provided)\b", re.IGNORECASE
+)
+
+
+def surroundings(text: str, span: Span) -> tuple[str, str | None]:
+    """The text the coverage rule reads for an answer math-verify took from `span` of `text`,
+    and why that answer is not the whole of what the text states (None when it is).
+
+    An answer that is all of `text` but its frame (delimiters, a box) is read whole, as
+    before; in prose, only the span is read, unless the text lists more values next to it
+    or attaches a condition to it in the same sentence."""
+    start, end, kind = span
+    boxes = _boxes(text, start, end)
+    if boxes:  # math-verify reads the boxes of a formula, or the last box of a "boxed" span
+        start, end = boxes[-1] if kind == "boxed" else (boxes[0][0], boxes[-1][1])
+    before, after = text[:start], text[end:]
+    if _FRAME.fullmatch(before) and _FRAME_END.match(after):
+        return text, None
+    if kind == "piece" and (
+        _in_formula(before) or _OPERATOR_BEFORE.search(before) or _OPERATOR_AFTER.match(after)
+    ):
+        return text, None  # a piece of a formula math-verify could not read whole
+    if _MORE_BEFORE.search(before) or _MORE_AFTER.match(after):
+        return text, "the text lists more values beside the answer math-verify read"
+    if _CONDITION.match(after):
+        return text, "the text puts a condition on the answer math-verify read"
+    return text[start:end], None
+
+
+def _in_formula(before: str) -> bool:
+    """Whether the text after `before` is inside a ``$...$``, ``\\(...\\)`` or ``\\[...\\]``."""
+    dollars = len(re.findall(r"(?<!\\)\$", before))
+    opened = max(before.rfind("\\("), before.rfind("\\["))
+    closed = max(before.rfind("\\)"), before.rfind("\\]"))
+    return dollars % 2 == 1 or opened > closed
+
+
+def _boxes(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The contents of the ``\\boxed{...}`` groups that open within text[start:end] (one
+    pass over the braces: nested or unclosed boxes cost no more)."""
+    opens = {match.end() - 1 for match in _BOX.finditer(text, start, end)}
+    found, stack = [], []
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "{":
+            stack.append(index)
+        elif char == "}" and stack:
+            opened = stack.pop()
+            if opened in opens:
+                found.append((opened + 1, index))
+    return sorted(found)
