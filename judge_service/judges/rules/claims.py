@@ -21,6 +21,7 @@ import sympy
 
 from judge_service.errors import ParseError
 from judge_service.judges.rules import arithmetic as ar
+from judge_service.judges.rules.algebra import algebra_links
 from judge_service.judges.rules.arithmetic import Parsed, Token, lex, parse_tokens
 from judge_service.judges.rules.exact import exact_equal
 from judge_service.judges.rules.forms import checker_form, may_claim
@@ -32,6 +33,7 @@ from judge_service.judges.rules.links import (
     Link,
 )
 from judge_service.judges.rules.plain_claims import plain_links
+from judge_service.judges.rules.units import unit_links
 
 __all__ = ["Link", "chained", "find_links", "lexed_links", "may_claim"]
 
@@ -61,6 +63,16 @@ def find_links(line: str) -> list[Link]:
         return []
     plain = plain_links(read)
     links = chained(plain if plain is not None else lexed_links(read))
+    # Quantities with units (units.py) and algebra in one letter (algebra.py), where no
+    # arithmetic link was read (a line whose every "=" is a link has nothing left for them).
+    for more in (unit_links(read), algebra_links(read)) if len(links) < read.count("=") else ():
+        if more:
+            taken = [(lk.left_start, lk.right_end) for lk in links]
+            links = sorted(
+                links
+                + [m for m in more if all(m.right_end <= a or b <= m.left_start for a, b in taken)],
+                key=lambda lk: lk.left_start,
+            )
     if read is not line:  # the sides as written ("17 times 4"): the offsets are the same
         links = [
             lk._replace(
