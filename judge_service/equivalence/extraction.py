@@ -87,18 +87,25 @@ def parse(text: str, parsing_timeout: int) -> Extracted:
 # What may sit around an answer that states it alone: math delimiters, a box, punctuation.
 _FRAME = re.compile(r"(?:\s|\$|\\[()\[\]]|\\boxed\s*\{|[{}.,;:!])*")
 _FRAME_END = re.compile(r"(?:\s|\$|\\[()\[\]]|[{}.,;:!])*\Z")
+# Another value next to the answer, joined to it as a list or alternative, perhaps after a
+# unit word: ``5 apples or 7 pears``, ``$5$, or $7$``, ``34 or 35``.
 _MORE_BEFORE = re.compile(
-    r"(?:[\d)}\]$]|\\[)\]])\s*\$?\s*(?:,|;|\band|\bor|\\pm)\s*(?:\$|\\[(\[])?\s*\Z"
+    r"(?:[\d)}\]$]|\\[)\]])(?:\s*[A-Za-z]+)?\s*\$?\s*(?:,|;|\band|\bor|\\pm)\s*"
+    r"(?:\$|\\[(\[])?\s*\Z"
 )
 _MORE_AFTER = re.compile(
-    r"\A\s*(?:\}\s*)?(?:\$|\\[)\]])?\s*(?:,|;|\band\b|\bor\b)\s*"
+    r"\A\s*(?:\}\s*)?(?:\$|\\[)\]])?(?:\s*[A-Za-z]+)?\s*\(?\s*(?:,|;|\band\b|\bor\b)\s*"
     r"(?:\$|\\[(\[]|\\boxed|[-+]?\d|[-+]?\\frac)"
 )
 _OPERATOR_BEFORE = re.compile(r"[-+*/^=<>\\{_]\s*\Z")
 _OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/^=>\\}_(]|<(?!\|))")  # not a chat template's <|
 _BOX = re.compile(r"\\boxed\s*\{")
+# A condition on the answer in its sentence: ``7 if n is even``, ``7 for $n > 3$``.
 _CONDITION = re.compile(
-    r"\A[^.\n]*?\b(?:if|when|whenever|unless|otherwise|except|provided)\b", re.IGNORECASE
+    r"\A[^.\n]*?\b(?:if|when|whenever|unless|otherwise|except|provided"
+    r"|for\s+(?:all|every|each|any|some)\b"
+    r"|for\s+(?:\$|\\\()?\s*[A-Za-z](?:_\w|_\{[^{}]*\})?\s*(?:[<>=]|\\[lgn]eq?\b|\\in\b))",
+    re.IGNORECASE,
 )
 
 
