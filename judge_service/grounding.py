@@ -21,42 +21,26 @@ trusts nobody's submission.
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from judge_service import labels as L
+from judge_service.judges.rules import claims as _claims
+from judge_service.judges.rules import final_answer as fa
+from judge_service.judges.rules.claims import Link
+from judge_service.judges.rules.reader import new_reader
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import marker_array
 
 if TYPE_CHECKING:
-    from judge_service.judges.rules.claims import Link
     from judge_service.judges.rules.reader import Finding
 
 _NEWLINE = re.compile("\n")
-
-
-@functools.cache
-def _claims() -> ModuleType:
-    """The module of `claims.find_links`, imported on first use: the rules package imports
-    the judge interface, which imports validation, which imports this module."""
-    from judge_service.judges.rules import claims
-
-    return claims
-
-
-@functools.cache
-def _rules_judge() -> ModuleType:
-    """The rules judge's module (its reader), imported on first use for the same reason."""
-    from judge_service.judges.rules import rules_judge
-
-    return rules_judge
 
 
 class TraceLinks:
@@ -88,8 +72,7 @@ class TraceLinks:
         base = starts[line]
         stop = starts[line + 1] if line + 1 < len(starts) else len(self.text)
         text = self.text[base:stop].rstrip("\r\n")
-        claims = _claims()
-        found: list[Link] = claims.find_links(text) if claims.may_claim(text) else []
+        found: list[Link] = _claims.find_links(text) if _claims.may_claim(text) else []
         return found
 
 
@@ -155,7 +138,7 @@ class LinkKinds:
         """One walk of the rules judge's reader over the trace's links (no sentences)."""
         read = cls()
         links = TraceLinks.of(trace)
-        reader = _rules_judge().new_reader()
+        reader = new_reader()
         findings = reader.findings
         no_sentences: list[tuple[int, int, str]] = []
         for number, base in enumerate(links.line_starts()):
@@ -325,7 +308,6 @@ def wrong_answer_tokens(trace: Trace, verdict: Verdict | None) -> tuple[int, int
 
 
 def _wrong_answer(trace: Trace, verdict: Verdict) -> tuple[int, int] | None:
-    from judge_service.judges.rules import final_answer as fa  # see `_claims`
 
     answer = fa.locate_final_answer(trace.text, verdict.final_answer)
     if answer is None or answer.end <= answer.start:

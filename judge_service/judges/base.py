@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from judge_service.spans import ValidationReport
 from judge_service.trace.decode import Trace
 from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.markers import MarkedView, marked_view
-from judge_service.validate import ValidationReport
 
 if TYPE_CHECKING:
     from judge_service.group.contrast import ContrastCheck

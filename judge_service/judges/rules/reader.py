@@ -13,14 +13,18 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import sympy
 
 from judge_service import labels as L
 from judge_service.judges.rules.claims import Link
 
-__all__ = ["CONFIDENCE", "Finding", "PythonReader", "Reading", "python_normal", "python_numbers"]
+if TYPE_CHECKING:
+    from judge_service.judges.rules._reader import Reader as CompiledReader
+
+__all__ = ["CONFIDENCE", "Finding", "PythonReader", "Reading", "new_reader", "python_normal"]
+__all__ += ["python_numbers"]
 
 CONFIDENCE = {
     L.INVALID: 0.95,
@@ -259,3 +263,17 @@ class PythonReader:
             if count is not None:
                 checked.append(count)
         return checked
+
+
+def _new_reader() -> Callable[[], PythonReader | CompiledReader]:
+    """The compiled reader (_reader.pyx) where the install could build it, else this one.
+    (Here, beside its Python definition, so that validation's line checks and the rules
+    judge take it from one module that imports neither.)"""
+    try:
+        from judge_service.judges.rules._reader import Reader
+    except ImportError:  # pragma: no cover - a build without a C compiler
+        return PythonReader
+    return Reader
+
+
+new_reader = _new_reader()

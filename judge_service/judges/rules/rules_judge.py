@@ -29,7 +29,6 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +46,7 @@ from judge_service.judges.rules.final_answer import (
     locate_final_answer,
     normalise_answer,
 )
-from judge_service.judges.rules.reader import Finding, PythonReader, Reading
+from judge_service.judges.rules.reader import Finding, Reading, new_reader
 from judge_service.judges.rules.repetition import repeated_sentences
 from judge_service.judges.rules.shape import TokenSpan, shape_spans
 from judge_service.offload import OFFLOAD_CHARS, off_loop
@@ -112,12 +111,6 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     line_sentences = python_line_sentences
 
 
-try:  # the compiled reader (_reader.pyx), where the install could build it
-    from judge_service.judges.rules._reader import Reader as _CompiledReader
-
-    new_reader: Callable[[], PythonReader | _CompiledReader] = _CompiledReader
-except ImportError:  # pragma: no cover - a build without a C compiler
-    new_reader = PythonReader
 
 
 def read_trace(request: JudgeRequest) -> Reading:
