@@ -101,6 +101,16 @@ def servers() -> Iterator[dict[str, Any]]:
         yield {"anthropic": anthropic, "openai": openai}
 
 
+@pytest.fixture(scope="module")
+def equivalence_checker() -> Iterator[Any]:
+    """The equivalence checker with its real zygote pool (two workers), one per module."""
+    from judge_service.equivalence import EquivalenceChecker
+
+    with EquivalenceChecker(pool_size=2, timeout_s=5.0) as checker:
+        checker.start()
+        yield checker
+
+
 @pytest.fixture
 def provider_keys(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """API keys for the real SDKs (they talk to the scripted servers), and fresh limiters."""

@@ -5,8 +5,6 @@ every way of stating more than math-verify read stays unknown or not_equivalent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sympy import Eq, FiniteSet, Float, Integer, Rational, Symbol
 
@@ -16,13 +14,6 @@ from judge_service.equivalence.coverage import unaccounted
 
 E, N, U = "equivalent", "not_equivalent", "unknown"
 v1, v2, a = Symbol("v_1"), Symbol("v_2"), Symbol("a")
-
-
-@pytest.fixture(scope="module")
-def checker() -> Iterator[EquivalenceChecker]:
-    with EquivalenceChecker(pool_size=2, timeout_s=5.0) as instance:
-        instance.start()
-        yield instance
 
 
 @pytest.mark.parametrize(
@@ -100,8 +91,9 @@ ROOTS = (
     ],
 )
 def test_an_answer_in_prose_is_read_where_math_verify_reads_it(
-    checker: EquivalenceChecker, gold: str, pred: str
+    equivalence_checker: EquivalenceChecker, gold: str, pred: str
 ) -> None:
+    checker = equivalence_checker
     assert checker.check(gold, pred).verdict == E
     assert checker.check(pred, gold).verdict == E
 
@@ -137,14 +129,16 @@ def test_an_answer_in_prose_is_read_where_math_verify_reads_it(
     ],
 )
 def test_an_answer_that_states_more_is_never_equivalent(
-    checker: EquivalenceChecker, gold: str, pred: str
+    equivalence_checker: EquivalenceChecker, gold: str, pred: str
 ) -> None:
+    checker = equivalence_checker
     assert checker.check(gold, pred).verdict in (U, N)
 
 
 def test_a_whole_solution_fits_and_a_longer_text_is_refused_before_parsing(
-    checker: EquivalenceChecker,
+    equivalence_checker: EquivalenceChecker,
 ) -> None:
+    checker = equivalence_checker
     working = "We check the working once more: $2 + 3 = 5$ and $5 \\cdot 7 = 35$. " * 180
     assert 10_000 < len(working) < MAX_ANSWER_CHARS
     assert checker.check("34", working + "So the answer is $\\boxed{34}$.").verdict == E
