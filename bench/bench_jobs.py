@@ -164,6 +164,7 @@ def main() -> None:
                 redis_prefix=prefix,
                 max_concurrency=args.concurrency,
                 worker_concurrency=args.concurrency,
+                tokenizer_roots=str(work),  # the rollouts name the tokenizer built there
             )
             env = {k: v for k, v in os.environ.items() if not k.startswith("JUDGE_")}
             env.update({f"JUDGE_{k.upper()}": str(v) for k, v in serving.items()})
