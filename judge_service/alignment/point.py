@@ -17,6 +17,9 @@ computed from:
 - the final answer is never good (the verdict says it is wrong);
 - a bad value's producer is the last claim before it that computes it, else the step
   that first writes it; its operands are walked in turn;
+- a claim the answer does not descend from is a wrong turn too when it computes, from
+  good inputs, a value no correct solution reaches and no later claim brings that value
+  back onto the correct route (a dead end: "12 + 5 + 3 = 20" never used again);
 - the point is the earliest producer reached whose own inputs are all good: the first
   step that computes, from inputs the correct route shares, a quantity no correct
   solution has (a wrong quantity, operation or reading), or that introduces a value
@@ -47,6 +50,7 @@ __all__ = ["Point", "final_value", "first_wrong_step"]
 
 _TRIVIAL = frozenset({Fraction(0), Fraction(1)})
 _MAX_WALK = 256  # producers visited: a trace's walk is bounded whatever its length
+_MAX_LOOKS = 20_000  # claims looked at while deciding what is vindicated, per rollout
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ class _Walk:
         self.visited: set[tuple[int, Fraction]] = set()
         self.roots: list[Point] = []
         self.false: list[Point] = []
+        self.vindicated: dict[tuple[Fraction, int], bool] = {}
+        self.looks = 0
 
     def run(self) -> Point | None:
         producer = self._producer(self.final, len(self.steps))
@@ -128,7 +134,55 @@ class _Walk:
         self._walk(self.final, *producer)
         if self.false:  # a proven error outranks a value the correct route only lacks
             return min(self.false, key=lambda p: p.step)
+        self.roots += self._dead_ends(producer[0])
         return min(self.roots, key=lambda p: p.step, default=None)
+
+    def _dead_ends(self, last: int) -> list[Point]:
+        """Claims before step `last` that compute, from good inputs, a value no correct
+        solution reaches and that nothing after them brings back onto the correct route
+        (no later claim uses it to reach a good value): wrong turns the answer does not
+        descend from, but wrong all the same."""
+        found: list[Point] = []
+        for k, step in enumerate(self.steps[:last]):
+            for claim in step.claims:
+                value = claim.result
+                if value is None or not self._bad(value, claim) or value == self.final:
+                    continue
+                if not all(self._good_input(o, k) for o in claim.operands):
+                    continue
+                if self._vindicated(value, k, 0):
+                    continue
+                found.append(Point(k, step.start, step.end, value, "computed"))
+        return found
+
+    def _good_input(self, operand: Fraction, step: int) -> bool:
+        producer = self._producer(operand, step)
+        return producer is None or not self._bad(operand, producer[1])
+
+    def _vindicated(self, value: Fraction, step: int, depth: int) -> bool:
+        """Whether a later claim uses `value` and reaches a good value (or one that is).
+        Too deep or too long to tell: vindicated (no point is made on a doubt)."""
+        key = (value, step)
+        known = self.vindicated.get(key)
+        if known is not None:
+            return known
+        if depth > 8 or self.looks > _MAX_LOOKS:
+            return True
+        self.vindicated[key] = True  # a cycle back here decides nothing against it
+        answer = False
+        for k in range(step + 1, len(self.steps)):
+            for claim in self.steps[k].claims:
+                self.looks += 1
+                if value not in claim.operands or claim.result is None:
+                    continue
+                good = not self._bad(claim.result, claim) and claim.result != self.final
+                if good or self._vindicated(claim.result, k, depth + 1):
+                    answer = True
+                    break
+            if answer:
+                break
+        self.vindicated[key] = answer
+        return answer
 
     def _producer(self, value: Fraction, before: int) -> tuple[int, Claim | None] | None:
         """The step (and claim) that produced `value` before step `before`: the last claim
