@@ -277,3 +277,19 @@ def test_the_point_is_the_misread_step_however_the_rollout_is_laid_out(
     assert point.text.startswith("Add ") and f"+ {addends[at] + slip} =" in point.text
     low, _ = wrong.trace.char_range(point.start, point.end)
     assert not wrong.trace.text[low : text.index(point.text)].strip(" ")
+
+
+def test_a_dead_end_before_the_answer_is_the_first_wrong_turn(tok: LoadedTokenizer) -> None:
+    # It adds where the problem multiplies, drops that sum, and later takes a partial
+    # product for the answer: the sum it never uses again is still its first wrong turn.
+    # (Its lines say what they count: a bare true line could carry no negative label.)
+    turn = "The boxes hold 17 + 24 = 41 cans."
+    plan = "Only the 20 matters, so take 17 × 20 = 340 alone."
+    wrong = [*PROBLEM_STEPS[:1], turn, *PROBLEM_STEPS[1:2], plan, "\\boxed{340}"]
+    (point,) = divergences([member(tok, RIGHT, 1.0), member(tok, wrong, 0.0)])
+    assert (point.text, point.agreed) == (turn, 1)
+    # A turn that lands on a value of the correct route (17 + 3 = 20, and 20 + 4 = 24 as
+    # the split has it) is no wrong turn: the point is the plan again.
+    back = [*PROBLEM_STEPS[:1], "The boxes hold 17 + 3 = 20 cans.", "So 20 + 4 = 24 cans.", plan]
+    (point,) = divergences([member(tok, RIGHT, 1.0), member(tok, [*back, "\\boxed{340}"], 0.0)])
+    assert point.text == plan
