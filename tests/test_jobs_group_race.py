@@ -103,7 +103,7 @@ def test_a_worker_paused_past_its_lease_never_mixes_its_group_with_its_takers(
                     ["worker", "--name", "race-b", "--log-level", "info"], b_env, tmp_path / "b.log"
                 )
                 # B finds A dead, takes the group over, judges it and writes its members.
-                assert to_b.held.wait(60), logs(tmp_path)
+                assert to_b.held.wait(120), logs(tmp_path)  # B starts (a loaded machine)
                 assert running_under(url, prefix, job_id) == {"race-b"}
                 view = client.get(f"/v1/jobs/{job_id}").json()
                 assert view["counts"] == {**view["counts"], "running": 4, "done": 0}
