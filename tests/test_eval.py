@@ -91,6 +91,35 @@ def test_rules_judge_on_the_shipped_processbench_set(
     assert report["cost_usd"] is None and report["fallback_rate"] == 0.0
 
 
+def test_a_records_reference_solution_points_the_first_wrong_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Real ProcessBench GSM8K records (examples/real): first errors in what is computed,
+    # with true arithmetic. The record's reference_solution is read as a correct sibling:
+    # with it the first negative credit lands on the labelled step; without it
+    # (--without-reference) the rules judge alone finds nothing there. Correct ones stay
+    # clean either way.
+    monkeypatch.chdir(EXAMPLES.parent)
+    wanted = {"gsm8k-0", "gsm8k-1", "gsm8k-3", "gsm8k-4", "gsm8k-200", "gsm8k-201"}
+    source = EXAMPLES / "real" / "processbench-gsm8k.jsonl"
+    lines = [line for line in source.open(encoding="utf-8") if json.loads(line)["id"] in wanted]
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(lines), encoding="utf-8")
+    reports = {}
+    for name, extra in (("with", ()), ("without", ("--without-reference",))):
+        out = tmp_path / f"{name}.json"
+        code = _eval(str(records), "--judge", "rules", "--tokenizer", "examples/tokenizer",
+                     "-o", str(out), *extra)  # fmt: skip
+        assert code == 0
+        reports[name] = {r["id"]: r for r in _report(out)["records"]}
+        _check_consistent(_report(out))
+    for rid, record in reports["with"].items():
+        assert record["correct"], record  # the labelled step, or -1 for a correct one
+        alone = reports["without"][rid]
+        assert alone["predicted"] == -1
+    assert {r["label"] for r in reports["with"].values()} != {-1}
+
+
 def test_rules_judge_on_the_shipped_gold_spans_and_a_mixed_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
