@@ -38,6 +38,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from judge_service.reading.numbers import read_numbers
@@ -182,6 +183,7 @@ def _unlabelled(text: str) -> str:
     return _LABEL.sub(lambda m: " " * len(m.group(1)), text)
 
 
+@lru_cache(maxsize=256)  # each side's text is read once per form; a footprint is not changed
 def _stated(text: str) -> _Footprint:
     text = _unlabelled(text)
     footprint = _Footprint(numbers=_numbers(text))
@@ -199,6 +201,7 @@ def _canonical(text: str) -> str:
     return "".join(out) + text[at:]
 
 
+@lru_cache(maxsize=256)
 def _items(text: str) -> int:
     """How many distinct items `text` lists at the top level (outside brackets)."""
     text = _SCAN.sub(
@@ -243,7 +246,7 @@ def _held(form: object, written: set[Fraction]) -> _Held:
         footprint = _stated(form)
         held.numbers = footprint.values()
         held.folded = bool(held.numbers - written - _INCIDENTAL)
-        held.names = footprint.names
+        held.names = set(footprint.names)
         held.items = _items(form)
         held.collection = held.items > 1
         return held

@@ -1,0 +1,112 @@
+"""The equivalence checker's speed: this checkout against another, side by side in one run.
+
+    .venv/bin/python bench/bench_equivalence.py --before /tmp/before-44 [--rounds 5]
+
+Each round runs the worker's comparison (what a zygote child runs for one check, default
+policy) over math-verify's suite (examples/math_verify_suite): the answer-form cases (gold
+and pred of at most 80 characters, what the rules judge and the check_equivalence tool
+send) and the prose cases, in a fresh process per checkout, alternating, with
+math-verify's parse caches cleared before each pass so every parse is paid for. Reported:
+the median over rounds of the milliseconds per case, and after/before, on the cases whose
+verdict is the same before and after (the same work: a case that was refused as read only
+in part skips math-verify's comparison, which a case now read whole pays for) and on all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_math_verify_suite import answer_form, load_cases  # noqa: E402
+
+
+def _clear_caches() -> None:
+    from math_verify import parser
+
+    for cached in (parser.parse_latex_cached, parser.parse_expr_cached, parser.extract_latex):
+        cached.cache_clear()
+
+
+def _pass(cases: list[dict[str, Any]]) -> list[tuple[float, str]]:
+    """Each case's milliseconds and verdict, in one pass over `cases`."""
+    from judge_service.equivalence.checker import MAX_ANSWER_CHARS
+    from judge_service.equivalence.result import EquivalencePolicy
+    from judge_service.equivalence.worker import compare
+
+    _clear_caches()
+    out = []
+    for case in cases:
+        began = time.perf_counter()
+        verdict = "unknown"  # the checker refuses an over-long answer before any work
+        if max(len(case["gold"]), len(case["pred"])) <= MAX_ANSWER_CHARS:
+            verdict = compare(case["gold"], case["pred"], EquivalencePolicy(), 10).verdict
+        out.append(((time.perf_counter() - began) * 1000, verdict))
+    return out
+
+
+def _child() -> None:
+    cases = load_cases()
+    _pass(cases)  # warm: imports, sympy's own caches
+    print(json.dumps(_pass(cases)))
+
+
+def _run(checkout: Path) -> list[tuple[float, str]]:
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    command = [sys.executable, str(Path(__file__)), "--child"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return [(ms, verdict) for ms, verdict in json.loads(done.stdout.splitlines()[-1])]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--before", type=Path, help="the other checkout")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child()
+        return
+    cases = load_cases()
+    checkouts = {"before": args.before or ROOT, "after": ROOT}
+    runs: dict[str, list[list[tuple[float, str]]]] = {"before": [], "after": []}
+    for _ in range(args.rounds):
+        for label, checkout in checkouts.items():
+            runs[label].append(_run(checkout))
+    same = [runs["before"][0][k][1] == runs["after"][0][k][1] for k in range(len(cases))]
+    groups = {
+        "answer-form, same verdict before and after": [
+            k for k, c in enumerate(cases) if answer_form(c) and same[k]
+        ],
+        "answer-form, all": [k for k, c in enumerate(cases) if answer_form(c)],
+        "prose, same verdict before and after": [
+            k for k, c in enumerate(cases) if not answer_form(c) and same[k]
+        ],
+        "prose, all": [k for k, c in enumerate(cases) if not answer_form(c)],
+    }
+    print("| cases | before, ms per case | after, ms per case | after/before |")
+    print("|---|---|---|---|")
+    for name, members in groups.items():
+        if not members:
+            continue
+        per_case = {
+            label: statistics.median(
+                sum(run[k][0] for k in members) / len(members) for run in runs[label]
+            )
+            for label in runs
+        }
+        before, after = per_case["before"], per_case["after"]
+        print(f"| {name}, {len(members)} | {before:.2f} | {after:.2f} | {after / before:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
