@@ -123,6 +123,22 @@ def test_an_answer_in_prose_is_read_where_math_verify_reads_it(
         ("7", "So $n = \\boxed{7}$ for even $n$ and $5$ otherwise."),
         ("7", "The answer is $7$ for $n > 3$."),
         ("5", "5 \\text{ if } a>0"),
+        # another number the sentence joins to the answer by words
+        ("5", "The answer is 5 plus 7."),
+        ("7", "The answer is 7 minus 5."),
+        ("7", "The answer is 7 over 5"),
+        ("7", "The answer is 7 divided by 5"),
+        ("7", "The answer is 7 times 10^3"),
+        ("5", "The answer is 5, not 7."),
+        ("7", "The final answer is 7 cm by 5 cm."),
+        # words that change the value math-verify read
+        ("7", "The answer is 7 squared."),
+        ("7", "The answer is 7 thousand."),
+        ("7", "The answer is 7 million"),
+        ("7", "The answer is not 7."),
+        ("7", "The answer is at most 7."),
+        ("7", "The answer is at least 7."),
+        ("7", "The answer is 7 or more."),
         # a piece of a formula math-verify could not read whole
         ("1", "1 - \\frac{1}{\\mathrm{e}}"),
         ("7", "Final Answer: The final answer is $7 + x$. I hope it is correct."),

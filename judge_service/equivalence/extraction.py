@@ -26,6 +26,8 @@ from math_verify.parser import (
 )
 from math_verify.utils import timeout
 
+from judge_service.reading.numbers import read_numbers
+
 __all__ = ["Extracted", "parse", "surroundings"]
 
 _CONFIG = (LatexExtractionConfig(), ExprExtractionConfig())
@@ -99,6 +101,27 @@ _MORE_AFTER = re.compile(
 )
 _OPERATOR_BEFORE = re.compile(r"[-+*/^=<>\\{_]\s*\Z")
 _OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/^=>\\}_(]|<(?!\|))")  # not a chat template's <|
+# Words next to a value that change it: ``not 7``, ``at most 7``, ``7 squared``,
+# ``7 thousand``, ``7 or more`` (math-verify reads 7 from each).
+_QUALIFIED_BEFORE = re.compile(
+    r"\b(?:not|never|at\s+most|at\s+least|less\s+than|more\s+than|greater\s+than|"
+    r"fewer\s+than|up\s+to|over|under|above|below|exceeds?)\s*(?:\$|\\[(\[]|\\boxed\s*\{)*\s*\Z",
+    re.IGNORECASE,
+)
+_QUALIFIED_AFTER = re.compile(
+    r"\A(?:\s|\}|\$|\\[)\]])*(?:squared|cubed|hundred|thousand|million|billion|trillion"
+    r"|(?:,\s*)?(?:(?:or|and)\s+)?(?:more|less|fewer|greater|above|below|higher|lower)"
+    r"|(?:,\s*)?(?:or|and)\s+(?:up|over))\b",
+    re.IGNORECASE,
+)
+# A sentence (or clause) ends at . ! ? : before a space or the end, ; or a line break.
+_SENTENCE_END = re.compile(r"[.!?:](?=\s|\Z)|;|\n")
+_DIGIT_RUN = re.compile(r"\d+(?:[.,]\d+)*")
+_RESTATES = re.compile(
+    r"=|\\approx|\b(?:is|are|was|were|equals?|gives?|get|gets|makes?|so|thus|hence|"
+    r"therefore|then|which|that|it's|i\.e)\b",
+    re.IGNORECASE,
+)
 _BOX = re.compile(r"\\boxed\s*\{")
 # A condition on the answer in its sentence: ``7 if n is even``, ``7 for $n > 3$``.
 _CONDITION = re.compile(
@@ -131,7 +154,34 @@ def surroundings(text: str, span: Span) -> tuple[str, str | None]:
         return text, "the text lists more values beside the answer math-verify read"
     if _CONDITION.match(after):
         return text, "the text puts a condition on the answer math-verify read"
+    if _QUALIFIED_BEFORE.search(before) or _QUALIFIED_AFTER.match(after):
+        return text, "the text qualifies the answer math-verify read with words that change it"
+    if not boxes and (other := _other_number(text, start, end)) is not None:
+        return text, f"the sentence joins {other} to the answer math-verify read"
     return text[start:end], None
+
+
+def _other_number(text: str, start: int, end: int) -> str | None:
+    """A number the answer's sentence joins to it by words other than a restatement: the 5
+    of ``5 plus 7``, ``7 over 5``, ``7 cm by 5 cm``, ``5, not 7`` (``not 10 which is
+    1,000.99`` restates, and a box is the author's own mark of the answer)."""
+    opened = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+    closed = _SENTENCE_END.search(text, end)
+    stop = closed.start() if closed else len(text)
+    for lo, hi in _numbers_in(text, opened, stop):
+        if start <= lo < end:
+            continue
+        between = text[hi:start] if hi <= start else text[end:lo]
+        if not _RESTATES.search(between):
+            return text[lo:hi]
+    return None
+
+
+def _numbers_in(text: str, start: int, stop: int) -> list[tuple[int, int]]:
+    """Where digits, and numbers in words (the project's reader), stand in text[start:stop]."""
+    found = [m.span() for m in _DIGIT_RUN.finditer(text, start, stop)]
+    words = (n for n in read_numbers(text[start:stop]) if n.form == "words")
+    return found + [(start + n.start, start + n.end) for n in words]
 
 
 def _in_formula(before: str) -> bool:
