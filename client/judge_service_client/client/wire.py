@@ -57,7 +57,6 @@ class RetryPolicy:
         )
         return wait if waited + wait <= self.max_wait_s else None
 
-
     def dropped(self, error: httpx.TransportError, attempt: int, waited: float) -> float | None:
         """Seconds to wait before sending again a request that got no answer, or None to
         raise it: only when the connection failed or closed without a response (a load
