@@ -84,6 +84,7 @@ ROOTS = (
         ("1000.99", "the number is not 10 which is 1,000.99€"),
         ("2.74", "Soucis : 2,74 $ a.."),
         ("\\{1\\pm\\sqrt{5},-2\\}", ROOTS),
+        ("\\{1, 2, 3\\}", "\\boxed{1} and \\boxed{2} and \\boxed{3}"),  # boxes read together
         ("1000", "1 000"),
         ("1000.99", "1000,99"),
         ("11", "$x\\approx11$"),
@@ -111,6 +112,7 @@ def test_an_answer_in_prose_is_read_where_math_verify_reads_it(
         ("7", "\\boxed{5 \\text{ or } 7}"),
         ("7", "\\boxed{5}, \\boxed{7}"),
         ("7", "So the answer is \\boxed{5}\nor \\boxed{7}"),
+        ("7", "First \\boxed{5}. Wait, that is wrong. So \\boxed{7}."),  # a set, not the last
         ("7", "The answer is 5 or seven"),
         ("3", "The roots are 2 and 3."),
         ("2", "The roots are $2$ and $3$."),
@@ -160,3 +162,18 @@ def test_a_whole_solution_fits_and_a_longer_text_is_refused_before_parsing(
     assert checker.check("34", working + "So the answer is $\\boxed{34}$.").verdict == E
     result = checker.check("34", "x" * (MAX_ANSWER_CHARS + 1) + " \\boxed{34}")
     assert result.verdict == U and "limit" in result.reason and not result.pred_parsed
+
+
+@pytest.mark.parametrize(
+    "pred",
+    [
+        "The answer is 5" + " " * 5000 + " or 7.",
+        "The answer is 5" + "\n" * 5000 + "or \\boxed{7}.",
+        "1" * 8000 + " " * 7000 + ", 7 apples",  # was a regular expression's cube of 7000
+    ],
+)
+def test_padding_hides_no_alternative_and_costs_one_pass(
+    equivalence_checker: EquivalenceChecker, pred: str
+) -> None:
+    result = equivalence_checker.check("7", pred)
+    assert result.verdict == U and "lists more values" in result.reason, result.reason

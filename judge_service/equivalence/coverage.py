@@ -93,12 +93,12 @@ _LABEL = re.compile(
     rf"(?:{_NAME}(?:\s*[:/,]\s*{_NAME})*|\(\s*{_NAME}(?:\s*[,;]\s*{_NAME})*\s*\))"
     r"\s*(?:\$\s*)?(?:=|\\approx|\\simeq|\\sim|\bis\b|\bare\b)(?![=<>]))"
 )
-_SPACED_GROUP = re.compile(r"\s*\{\s*,\s*\}\s*")  # ``14 {, }916``, as some write 14{,}916
+_SPACED_GROUP = re.compile(r" ?\{\s*+,\s*+\} ?")  # ``14 {, }916``, as some write 14{,}916
 _UNIT_POWER = re.compile(
     r"((?:\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z]+\s*\}|(?<![\\A-Za-z])[A-Za-z]{2,})\s*)"
     r"\^\s*(?:\{\s*[23]\s*\}|[23])"
 )
-_APPROXIMATION = re.compile(r"(?<=[\d}).])\s*\\approx\s*[-+]?[\d.,]+\s*(?=\$?\s*\Z)")
+_APPROXIMATION = re.compile(r"(?<=[\d}).])\s*+\\approx\s*+[-+]?[\d.,]++\s*+(?=\$?\s*+\Z)")
 _SPELLED_CONNECTIVE = re.compile(r"\\(?:text|mbox)\s*\{\s*(and|or)\s*\}")
 _DELIMITERS = re.compile(r"\$|\\[()\[\]]|\\boxed|\s")  # "2, 2" lists one item, "$2, 2$" too
 _OPENERS, _CLOSERS = ("(", "[", "\\{"), (")", "]", "\\}")
@@ -149,15 +149,15 @@ def _numbers(text: str) -> list[tuple[str, tuple[frozenset[Fraction], ...]]]:
     """Each number `text` writes, with its readings: the project's reader first (separators,
     ``\\frac12``, words), then the digits it declines in mathematics."""
     found: list[tuple[int, str, tuple[frozenset[Fraction], ...]]] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # chars already read as a number (linear, however many)
     readings: tuple[frozenset[Fraction], ...]
     for match in SPACED_GROUPS.finditer(text):
         groups = match.group().split(" ")
         readings = (frozenset({Fraction("".join(groups))}), frozenset(map(Fraction, groups)))
         found.append((match.start(), match.group(), readings))
-        taken.append(match.span())
+        taken[match.start() : match.end()] = b"\x01" * (match.end() - match.start())
     for number in read_numbers(text):
-        if any(lo < number.end and number.start < hi for lo, hi in taken):
+        if any(taken[number.start : number.end]):
             continue
         raw = text[number.start : number.end]
         whole = frozenset({number.value})
@@ -168,9 +168,9 @@ def _numbers(text: str) -> list[tuple[str, tuple[frozenset[Fraction], ...]]]:
         )
         readings = (whole, parts) if split and parts else (whole,)
         found.append((number.start, raw, readings))
-        taken.append((number.start, number.end))
+        taken[number.start : number.end] = b"\x01" * (number.end - number.start)
     for match in _BARE.finditer(text):
-        if not any(lo <= match.start() < hi for lo, hi in taken):
+        if not taken[match.start()]:
             found.append((match.start(), match.group(), (frozenset({Fraction(match.group())}),)))
     return [(raw, readings) for _, raw, readings in sorted(found, key=lambda f: f[0])]
 

@@ -32,11 +32,10 @@ __all__ = ["Extracted", "parse", "surroundings"]
 
 _CONFIG = (LatexExtractionConfig(), ExprExtractionConfig())
 
-# The span an answer was read from, and what kind of unit it is: "whole" by construction (a
-# delimited formula, which may hold boxes), "boxed" (from the first \\boxed{ to the last },
-# of which math-verify reads the last box) or a "piece" the text may continue (a number,
-# a bare expression).
-Span = tuple[int, int, str]
+# The span an answer was read from, and whether it is a piece the text may continue (a
+# number, a bare expression) rather than a unit by construction (a delimited formula, which
+# may hold boxes, or the boxes themselves).
+Span = tuple[int, int, bool]
 Extracted = tuple[list[Any], Span | None]
 _WHOLE_UNITS = ("Dollar", "Bracket", "Parenthesis", "Boxed")
 
@@ -70,13 +69,8 @@ def _span(match: re.Match[str]) -> Span:
     ``final answer is`` that precedes them."""
     names = [name for name, value in match.groupdict().items() if value]
     spans = [match.span(name) for name in names]
-    if any(name.endswith("latexBoxed") for name in names):
-        kind = "boxed"
-    elif any(name.endswith(_WHOLE_UNITS) for name in names):
-        kind = "whole"
-    else:
-        kind = "piece"
-    return min(s for s, _ in spans), max(e for _, e in spans), kind
+    piece = not any(name.endswith(_WHOLE_UNITS) for name in names)
+    return min(s for s, _ in spans), max(e for _, e in spans), piece
 
 
 def parse(text: str, parsing_timeout: int) -> Extracted:
@@ -92,28 +86,30 @@ _FRAME_END = re.compile(r"(?:\s|\$|\\[()\[\]]|[{}.,;:!])*\Z")
 # Another value next to the answer, joined to it as a list or alternative, perhaps after a
 # unit word: ``5 apples or 7 pears``, ``$5$, or $7$``, ``34 or 35``.
 _MORE_BEFORE = re.compile(
-    r"(?:[\d)}\]$]|\\[)\]])(?:\s*[A-Za-z]+)?\s*\$?\s*(?:,|;|\band|\bor|\\pm)\s*"
-    r"(?:\$|\\[(\[])?\s*\Z"
+    r"(?:\d(?:\s*+[A-Za-z]+)?|[)}\]$]|\\[)\]])\s*+\$?\s*+(?:,|;|\band|\bor|\\pm)\s*+"
+    r"(?:\$|\\[(\[]|\\boxed\s*+\{)*\s*+\Z"
 )
 _MORE_AFTER = re.compile(
-    r"\A\s*(?:\}\s*)?(?:\$|\\[)\]])?(?:\s*[A-Za-z]+)?\s*\(?\s*(?:,|;|\band\b|\bor\b)\s*"
+    r"\A\s*+(?:\}\s*+)?(?:\$|\\[)\]])?(?:\s*+[A-Za-z]+)?\s*+\(?\s*+(?:,|;|\band\b|\bor\b)\s*+"
     r"(?:\$|\\[(\[]|\\boxed|[-+]?\d|[-+]?\\frac)"
 )
-_OPERATOR_BEFORE = re.compile(r"[-+*/^=<>\\{_]\s*\Z")
-_OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/^=>\\}_(]|<(?!\|))")  # not a chat template's <|
+_OPERATOR_BEFORE = re.compile(r"[-+*/^=<>\\{_]\s*+\Z")
+_OPERATOR_AFTER = re.compile(r"\s*+(?:[-+*/^=>\\}_(]|<(?!\|))")  # not a chat template's <|
 # Words next to a value that change it: ``not 7``, ``at most 7``, ``7 squared``,
 # ``7 thousand``, ``7 or more`` (math-verify reads 7 from each).
 _QUALIFIED_BEFORE = re.compile(
-    r"\b(?:not|never|at\s+most|at\s+least|less\s+than|more\s+than|greater\s+than|"
-    r"fewer\s+than|up\s+to|over|under|above|below|exceeds?)\s*(?:\$|\\[(\[]|\\boxed\s*\{)*\s*\Z",
+    r"\b(?:not|never|at\s++most|at\s++least|less\s++than|more\s++than|greater\s++than|"
+    r"fewer\s++than|up\s++to|over|under|above|below|exceeds?)\s*+(?:\$|\\[(\[]|\\boxed\s*+\{)*\s*+\Z",
     re.IGNORECASE,
 )
 _QUALIFIED_AFTER = re.compile(
     r"\A(?:\s|\}|\$|\\[)\]])*(?:squared|cubed|hundred|thousand|million|billion|trillion"
-    r"|(?:,\s*)?(?:(?:or|and)\s+)?(?:more|less|fewer|greater|above|below|higher|lower)"
-    r"|(?:,\s*)?(?:or|and)\s+(?:up|over))\b",
+    r"|(?:,\s*+)?(?:(?:or|and)\s++)?(?:more|less|fewer|greater|above|below|higher|lower)"
+    r"|(?:,\s*+)?(?:or|and)\s++(?:up|over))\b",
     re.IGNORECASE,
 )
+_SPACES = re.compile(r"\s+")
+_NEAR = 300  # chars on each side of the answer that the rules below read
 # A sentence (or clause) ends at . ! ? : before a space or the end, ; or a line break.
 _SENTENCE_END = re.compile(r"[.!?:](?=\s|\Z)|;|\n")
 _DIGIT_RUN = re.compile(r"\d+(?:[.,]\d+)*")
@@ -139,15 +135,19 @@ def surroundings(text: str, span: Span) -> tuple[str, str | None]:
     An answer that is all of `text` but its frame (delimiters, a box) is read whole, as
     before; in prose, only the span is read, unless the text lists more values next to it
     or attaches a condition to it in the same sentence."""
-    start, end, kind = span
+    start, end, piece = span
     boxes = _boxes(text, start, end)
-    if boxes:  # math-verify reads the boxes of a formula, or the last box of a "boxed" span
-        start, end = boxes[-1] if kind == "boxed" else (boxes[0][0], boxes[-1][1])
+    if boxes:  # math-verify reads the boxes in its span, several as one set
+        start, end = boxes[0][0], boxes[-1][1]
     before, after = text[:start], text[end:]
     if _FRAME.fullmatch(before) and _FRAME_END.match(after):
         return text, None
-    if kind == "piece" and (
-        _in_formula(before) or _OPERATOR_BEFORE.search(before) or _OPERATOR_AFTER.match(after)
+    # What joins to the answer stands next to it: each rule reads a bounded neighbourhood
+    # (runs of white space as one space, so padding hides nothing), so a long text costs
+    # no more than a short one.
+    before, after = _SPACES.sub(" ", before)[-_NEAR:], _SPACES.sub(" ", after)[:_NEAR]
+    if piece and (
+        _in_formula(text[:start]) or _OPERATOR_BEFORE.search(before) or _OPERATOR_AFTER.match(after)
     ):
         return text, None  # a piece of a formula math-verify could not read whole
     if _MORE_BEFORE.search(before) or _MORE_AFTER.match(after):
@@ -158,6 +158,8 @@ def surroundings(text: str, span: Span) -> tuple[str, str | None]:
         return text, "the text qualifies the answer math-verify read with words that change it"
     if not boxes and (other := _other_number(text, start, end)) is not None:
         return text, f"the sentence joins {other} to the answer math-verify read"
+    if len(boxes) > 1:
+        return ", ".join(text[lo:hi] for lo, hi in boxes), None
     return text[start:end], None
 
 
@@ -165,9 +167,11 @@ def _other_number(text: str, start: int, end: int) -> str | None:
     """A number the answer's sentence joins to it by words other than a restatement: the 5
     of ``5 plus 7``, ``7 over 5``, ``7 cm by 5 cm``, ``5, not 7`` (``not 10 which is
     1,000.99`` restates, and a box is the author's own mark of the answer)."""
-    opened = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
-    closed = _SENTENCE_END.search(text, end)
-    stop = closed.start() if closed else len(text)
+    window = max(0, start - _NEAR), min(len(text), end + _NEAR)
+    opened = max((m.end() for m in _SENTENCE_END.finditer(text, window[0], start)), default=0)
+    closed = _SENTENCE_END.search(text, end, window[1])
+    stop = closed.start() if closed else window[1]
+    opened = max(opened, window[0])
     for lo, hi in _numbers_in(text, opened, stop):
         if start <= lo < end:
             continue

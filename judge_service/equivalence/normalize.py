@@ -29,7 +29,9 @@ _SCIENTIFIC = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?|\.\d+)[eE]([+-]?\d+)(?![\w
 _DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree\b")
 # The comma of "1, 2, and 3" goes with the connective: left behind, math-verify
 # reads "1, 2,, 3" as 3 alone.
-_CONNECTIVE = re.compile(r"\s*,?\s+(?:or|and)\s+")
+# Possessive, and starting after a non-space: a long run of spaces costs one pass, not a
+# cube of its length (each start of a search rescanning it).
+_CONNECTIVE = re.compile(r"(?<!\s)(?:\s*+,)?\s++(?:or|and)\s++")
 # A word of four letters, or one with an apostrophe (`it's`): prose, not a formula
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])(?:[A-Za-z]{4,}|[A-Za-z]+'[A-Za-z]+)")
 _TEXT_GROUP = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname)\s*\{[^{}]*\}")

@@ -109,7 +109,7 @@ def _whole_forms(name: str, text: str, forms: list[Any]) -> tuple[list[Any], str
 
 
 def _whole_reading(
-    name: str, text: str, forms: list[Any], span: tuple[int, int, str] | None
+    name: str, text: str, forms: list[Any], span: tuple[int, int, bool] | None
 ) -> tuple[list[Any], str | None]:
     """`_whole_forms` on the answer math-verify read in `text`: all of it, or in prose the
     span it took its answer from (`extraction.surroundings`)."""
