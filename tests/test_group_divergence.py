@@ -225,8 +225,6 @@ def test_merge_leaves_the_judges_own_spans_standing() -> None:
     assert [(s.start, s.label) for s in merged] == [(10, L.VALID_PROGRESS), (30, L.UNSUPPORTED)]
 
 
-
-
 @st.composite
 def running_sums(draw: st.DrawFn) -> tuple[list[int], int, int]:
     """Addends of a running sum, the step k where a wrong rollout misreads its addend, and

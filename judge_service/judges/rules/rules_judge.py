@@ -111,8 +111,6 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     line_sentences = python_line_sentences
 
 
-
-
 def read_trace(request: JudgeRequest) -> Reading:
     reader = new_reader()
     # Through the trace's shared links: validation's grounding check then finds every
