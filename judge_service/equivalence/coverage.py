@@ -204,6 +204,8 @@ def _canonical(text: str) -> str:
 @lru_cache(maxsize=256)
 def _items(text: str) -> int:
     """How many distinct items `text` lists at the top level (outside brackets)."""
+    if not _ITEM_BREAK.search(text):  # no break anywhere, so none after any rewriting
+        return int(_has_content(text))
     text = _SCAN.sub(
         lambda m: f" {m.group('prose_body')} " if m.lastgroup == "prose" else m.group(),
         _canonical(_unlabelled(text)),

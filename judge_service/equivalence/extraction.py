@@ -200,6 +200,8 @@ def _boxes(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """The contents of the ``\\boxed{...}`` groups that open within text[start:end] (one
     pass over the braces: nested or unclosed boxes cost no more)."""
     opens = {match.end() - 1 for match in _BOX.finditer(text, start, end)}
+    if not opens:
+        return []
     found, stack = [], []
     for index in range(start, len(text)):
         char = text[index]
