@@ -25,6 +25,8 @@ from judge_service.reading.numbers import number_value, read_numbers
         ("\\dfrac{3}{4}", Fraction(3, 4)),
         ("\\frac1{2}", Fraction(1, 2)),
         ("32,\\!349", 32349),
+        ("32,\\! 349", 32349),  # TeX ignores the space after a control symbol
+        ("11,\\! 111,\\! 100", 11111100),
         ("1{,}000", 1000),
         ("1\u2009000", 1000),
         ("\\boxed{\\tfrac34}", Fraction(3, 4)),
