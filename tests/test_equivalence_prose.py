@@ -53,6 +53,7 @@ def test_what_annotates_a_value_is_not_left_out(text: str, form: object) -> None
         ("V_1:V_2 = 11:21 or 21:11", Eq(v1 / v2, Rational(11, 21)), "lists 2 items"),
         ("7 \\text{ if } n > 2", Integer(7), "leaves out 2, n"),  # a condition
         ("x = 3 = 5", Integer(5), "leaves out 3"),  # a label holds no number
+        ("a," * 7000 + "1", Integer(1), "items"),  # a chain of names is no label
         ("2\\,\\mathrm{e}", Integer(2), "leaves out e"),
     ],
 )
@@ -114,6 +115,7 @@ def test_an_answer_in_prose_is_read_where_math_verify_reads_it(
         ("7", "So the answer is \\boxed{5}\nor \\boxed{7}"),
         ("7", "First \\boxed{5}. Wait, that is wrong. So \\boxed{7}."),  # a set, not the last
         ("7", "The answer is 5 or seven"),
+        ("1", "The answer is x, 1."),
         ("3", "The roots are 2 and 3."),
         ("2", "The roots are $2$ and $3$."),
         ("7", "x = 7, y = 3"),

@@ -90,8 +90,8 @@ _NAME = (
 )
 _LABEL = re.compile(
     rf"(?:^|(?<=[,;$({{])|(?<=\\\()|(?<=\\\[)|(?<=\band)|(?<=\bor)|(?<=\\quad))(\s*"
-    rf"(?:{_NAME}(?:\s*[:/,]\s*{_NAME})*|\(\s*{_NAME}(?:\s*[,;]\s*{_NAME})*\s*\))"
-    r"\s*(?:\$\s*)?(?:=|\\approx|\\simeq|\\sim|\bis\b|\bare\b)(?![=<>]))"
+    rf"(?:{_NAME}(?:\s*+[:/,]\s*+{_NAME}){{0,5}}|\(\s*+{_NAME}(?:\s*+[,;]\s*+{_NAME}){{0,7}}\s*+\))"
+    r"\s*+(?:\$\s*+)?(?:=|\\approx|\\simeq|\\sim|\bis\b|\bare\b)(?![=<>]))"
 )
 _SPACED_GROUP = re.compile(r" ?\{\s*+,\s*+\} ?")  # ``14 {, }916``, as some write 14{,}916
 _UNIT_POWER = re.compile(

@@ -84,9 +84,9 @@ def parse(text: str, parsing_timeout: int) -> Extracted:
 _FRAME = re.compile(r"(?:\s|\$|\\[()\[\]]|\\boxed\s*\{|[{}.,;:!])*")
 _FRAME_END = re.compile(r"(?:\s|\$|\\[()\[\]]|[{}.,;:!])*\Z")
 # Another value next to the answer, joined to it as a list or alternative, perhaps after a
-# unit word: ``5 apples or 7 pears``, ``$5$, or $7$``, ``34 or 35``.
+# unit word: ``5 apples or 7 pears``, ``$5$, or $7$``, ``34 or 35``, ``x, 1``.
 _MORE_BEFORE = re.compile(
-    r"(?:\d(?:\s*+[A-Za-z]+)?|[)}\]$]|\\[)\]])\s*+\$?\s*+(?:,|;|\band|\bor|\\pm)\s*+"
+    r"(?:\d(?:\s*+[A-Za-z]+)?|\b[A-Za-z]\b|[)}\]$]|\\[)\]])\s*+\$?\s*+(?:,|;|\band|\bor|\\pm)\s*+"
     r"(?:\$|\\[(\[]|\\boxed\s*+\{)*\s*+\Z"
 )
 _MORE_AFTER = re.compile(
