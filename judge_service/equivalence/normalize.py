@@ -38,26 +38,25 @@ _TEXT_GROUP = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname)\s*\{[^{}]*
 _ATOM = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
 
 
-def _braced(text: str, start: int) -> int | None:
-    """Index just past the group that opens at `start` (a ``{``), or None."""
-    depth = 0
-    for index in range(start, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-    return None
+def _closing(text: str) -> dict[int, int]:
+    """For each ``{`` of `text` that is closed, the index just past its ``}``: one pass, so
+    a text of unclosed groups costs no more than a short one."""
+    found, opened = {}, []
+    for index, char in enumerate(text):
+        if char == "{":
+            opened.append(index)
+        elif char == "}" and opened:
+            found[opened.pop()] = index + 1
+    return found
 
 
-def _exponent(text: str, start: int) -> tuple[str, int] | None:
+def _exponent(text: str, start: int, closing: dict[int, int]) -> tuple[str, int] | None:
     """The exponent atom after a ``^`` at `start - 1`: a braced group, number, letter or command."""
     index = start
     while index < len(text) and text[index].isspace():
         index += 1
     if index < len(text) and text[index] == "{":
-        end = _braced(text, index)
+        end = closing.get(index)
         return None if end is None else (text[index + 1 : end - 1], end)
     match = _ATOM.match(text, start)
     return (match.group(1), match.end()) if match else None
@@ -67,6 +66,7 @@ def right_associate_powers(text: str) -> str:
     """``a^b^c`` → ``a^{b^{c}}``; single exponents are left as they are."""
     out: list[str] = []
     index = 0
+    closing = _closing(text) if "^" in text else {}
     while index < len(text):
         if text[index] != "^":
             out.append(text[index])
@@ -75,7 +75,7 @@ def right_associate_powers(text: str) -> str:
         exponents: list[str] = []
         cursor = index
         while cursor < len(text) and text[cursor] == "^":
-            atom = _exponent(text, cursor + 1)
+            atom = _exponent(text, cursor + 1, closing)
             if atom is None:
                 break
             exponents.append(atom[0])
