@@ -5,9 +5,12 @@ ends in ``\\boxed{...}``) is read as math-verify reads it: its extraction patter
 their priority order (boxed, "final answer is", "answer:", the last expression), the
 rightmost match of a priority first. `parse` here is math-verify's ``parse`` with its
 defaults, returning besides the forms the span of text the successful match read; the
-coverage rule then asks whether the forms account for *that* text, and whether the text
-around it goes on with more values (``$5$ or $7$``) or a condition (``7 if n is even``)
-that math-verify left out.
+coverage rule then asks whether the forms account for *that* text (the boxes in it, read
+together), and `surroundings` whether the text next to it states what math-verify left
+out: more values (``$5$ or $7$``), a condition (``7 if n is even``), words that change it
+(``at most 7``), another number joined to it (``5 plus 7``). A number math-verify took out
+of a formula it could not read whole is no answer in prose: the whole text is read.
+Each of these rules reads a bounded neighbourhood, so a long text costs one pass.
 
 Imported only in the checker's worker (math-verify and sympy are heavy).
 """
