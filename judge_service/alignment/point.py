@@ -38,6 +38,7 @@ match every 1). Values 0 and 1 carry no route.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -46,7 +47,7 @@ from judge_service.alignment.steps import Claim, Step, read_steps, values_of
 from judge_service.reading.numbers import number_value, read_numbers
 from judge_service.trace.boxed import last_boxed
 
-__all__ = ["Point", "final_value", "first_wrong_step"]
+__all__ = ["Known", "Point", "final_value", "first_wrong_step"]
 
 _TRIVIAL = frozenset({Fraction(0), Fraction(1)})
 _MAX_WALK = 256  # producers visited: a trace's walk is bounded whatever its length
@@ -86,28 +87,43 @@ def final_value(text: str, final_answer: str | None = None, problem: str = "") -
     return (new or [v for v, _ in last.values])[-1]
 
 
+@dataclass(frozen=True)
+class Known:
+    """What the correct solutions of a problem compute and write, read once per group."""
+
+    computed: frozenset[Fraction]
+    given: frozenset[Fraction]
+
+    @classmethod
+    def read(cls, correct: Sequence[str], problem: str = "") -> Known:
+        given = {v for v, _ in values_of(problem)}
+        computed: set[Fraction] = set()
+        for text in correct:
+            for step in read_steps(text):
+                computed.update(step.computes())
+                computed.update(v for v, _ in step.values if v not in given)
+        return cls(frozenset(computed), frozenset(given))
+
+
 def first_wrong_step(
     wrong: str,
     final: Fraction,
-    correct: Sequence[str],
+    correct: Sequence[str] | Known,
     problem: str = "",
     *,
     answer_at: int | None = None,
 ) -> Point | None:
     """The first wrong step of `wrong`, whose final answer `final` is wrong, read against
-    the `correct` solutions of `problem` (see the module docstring); None when the walk
-    finds none (no correct solution, the answer written nowhere before `answer_at`)."""
-    if not correct:
+    the `correct` solutions of `problem` (or what `Known.read` read of them once; see the
+    module docstring); None when the walk finds none (no correct solution, the answer
+    written nowhere before `answer_at`)."""
+    known = correct if isinstance(correct, Known) else Known.read(correct, problem)
+    if not isinstance(correct, Known) and not correct:
         return None
     steps = read_steps(wrong)
     limit = len(wrong) if answer_at is None else answer_at
-    given = {v for v, _ in values_of(problem)}
-    computed: set[Fraction] = set()
-    for text in correct:
-        for step in read_steps(text):
-            computed.update(step.computes())
-            computed.update(v for v, _ in step.values if v not in given)
-    return _Walk(steps, computed, computed | given, final, limit).run()
+    computed = set(known.computed)
+    return _Walk(steps, computed, computed | known.given, final, limit).run()
 
 
 class _Walk:
@@ -126,6 +142,18 @@ class _Walk:
         self.false: list[Point] = []
         self.vindicated: dict[tuple[Fraction, int], bool] = {}
         self.looks = 0
+        # Producers by value, built once: a walk asks for them hundreds of times, and a
+        # long trace has thousands of steps (a scan each time would be quadratic).
+        self.claimed: dict[Fraction, list[tuple[int, Claim]]] = {}
+        self.written: dict[Fraction, int] = {}
+        for k, step in enumerate(steps):
+            if step.start >= limit:
+                continue
+            for claim in step.claims:
+                if claim.result is not None:
+                    self.claimed.setdefault(claim.result, []).append((k, claim))
+            for value, _ in step.values:
+                self.written.setdefault(value, k)
 
     def run(self) -> Point | None:
         producer = self._producer(self.final, len(self.steps))
@@ -187,17 +215,13 @@ class _Walk:
     def _producer(self, value: Fraction, before: int) -> tuple[int, Claim | None] | None:
         """The step (and claim) that produced `value` before step `before`: the last claim
         computing it, else the first step writing it."""
-        for k in range(min(before, len(self.steps)) - 1, -1, -1):
-            step = self.steps[k]
-            if step.start >= self.limit:
-                continue
-            for claim in reversed(step.claims):
-                if claim.result == value:
-                    return k, claim
-        for k, step in enumerate(self.steps[:before]):
-            if step.start < self.limit and any(v == value for v, _ in step.values):
-                return k, None
-        return None
+        claims = self.claimed.get(value)
+        if claims:
+            at = bisect.bisect_left(claims, before, key=lambda item: item[0])
+            if at:
+                return claims[at - 1]
+        first = self.written.get(value)
+        return None if first is None or first >= before else (first, None)
 
     def _bad(self, value: Fraction, claim: Claim | None) -> bool:
         if value == self.final:

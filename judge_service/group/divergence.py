@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from judge_service import labels as L
-from judge_service.alignment.point import final_value, first_wrong_step
+from judge_service.alignment.point import Known, final_value, first_wrong_step
 from judge_service.grounding import LineChecks
 from judge_service.judges.rules.final_answer import answers_match, locate_final_answer
 from judge_service.reading.numbers import number_value
@@ -132,12 +132,14 @@ def divergences(
     texts += [r for r in references if r.strip()]
     if not texts:
         return []
+    problem = next((m.problem for m in members if m is not None), "")
+    known = Known.read(texts, problem)  # once for the group, not once per wrong rollout
     found: list[Divergence] = []
     for w, verdict in enumerate(verdicts):
         wrong = members[w]
         if verdict is not False or wrong is None:
             continue
-        point = _point(w, wrong, texts, tuple(correct))
+        point = _point(w, wrong, known, tuple(correct))
         if point is not None:
             found.append(point)
     return found
@@ -152,14 +154,12 @@ def submissions(points: Sequence[Divergence], size: int) -> list[list[dict[str, 
     return out
 
 
-def _point(
-    w: int, wrong: Member, correct: list[str], siblings: tuple[int, ...]
-) -> Divergence | None:
+def _point(w: int, wrong: Member, known: Known, siblings: tuple[int, ...]) -> Divergence | None:
     text = wrong.trace.text
     final = final_value(text, wrong.final_answer, wrong.problem)
     if final is None:
         return None
-    point = first_wrong_step(text, final, correct, wrong.problem)
+    point = first_wrong_step(text, final, known)
     if point is None:
         return None
     start, end = wrong.trace.tokens_for_chars(point.start, point.end)

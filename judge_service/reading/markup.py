@@ -24,6 +24,7 @@ blanked.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 __all__ = ["claims_nothing", "mask_markup", "may_have_markup", "structure_end"]
@@ -131,6 +132,9 @@ def _restated(line: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     previous: str | None = None
     previous_end = 0
+    # Every closing delimiter once, then a bisection per segment: a scan from each
+    # segment would be quadratic on a hostile line of unclosed segments.
+    closers = [m.start() for m in _CLOSER.finditer(line)]
     for match in _NAMED.finditer(line):
         name = " ".join(match.group(2).split())
         between = line[previous_end : match.start(1)]
@@ -140,14 +144,9 @@ def _restated(line: str) -> list[tuple[int, int]]:
         elif name == previous:
             found.append(match.span(1))
         previous = name
-        previous_end = _segment_end(line, match.end())
+        at = bisect.bisect_left(closers, match.end())
+        previous_end = closers[at] if at < len(closers) else len(line)
     return found
-
-
-def _segment_end(line: str, start: int) -> int:
-    """Where the segment holding `start` closes its formula (before its delimiter)."""
-    close = _CLOSER.search(line, start)
-    return close.start() if close else len(line)
 
 
 def _currency(line: str) -> list[int]:

@@ -69,11 +69,12 @@ def _solutions(line: str) -> list[Link]:
     found: list[Link] = []
     for solution in _SOLUTION.finditer(line):
         var = solution.group("var")
+        window = max(0, solution.start() - MAX_CHARS - 40)  # the equation and its joining words
         before = line[: solution.start()]
-        connective = _CONNECTIVE.search(before)
+        connective = _CONNECTIVE.search(before, window)
         if connective is None or not connective.group().strip():
             continue
-        start = _clause_start(before, connective.start())
+        start = max(window, _clause_start(before, connective.start()))
         equation = before[start : connective.start()]
         if equation.count("=") == 1:  # "We solve 3y - 6 = 0": from where the math begins
             start += _math_start(equation.split("=")[0], var)

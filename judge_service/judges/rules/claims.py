@@ -39,6 +39,7 @@ __all__ = ["Link", "chained", "find_links", "lexed_links", "may_claim"]
 
 
 _WORDS = re.compile(r"[^\W\d_]+")
+_MAX_READ_CHARS = 2000
 _DIGIT = re.compile(r"[0-9]")
 _DECIMAL = re.compile(r"[-+−]?\s*[0-9,]*\.([0-9]+)\s*(\\?%)?")
 _BEFORE_OUTER_OPENER = frozenset({ar.SPACE, ar.DELIM, ar.PUNCT, ar.OPEN, ar.REL, ar.EQ, ar.OP})
@@ -65,7 +66,10 @@ def find_links(line: str) -> list[Link]:
     links = chained(plain if plain is not None else lexed_links(read))
     # Quantities with units (units.py) and algebra in one letter (algebra.py), where no
     # arithmetic link was read (a line whose every "=" is a link has nothing left for them).
-    for more in (unit_links(read), algebra_links(read)) if len(links) < read.count("=") else ():
+    # Both read one claim of a sentence: a line past _MAX_READ_CHARS is no such sentence, and
+    # their patterns are not run over it (a hostile line of thousands of "5 m" terms).
+    rest = len(links) < read.count("=") and len(read) <= _MAX_READ_CHARS
+    for more in (unit_links(read), algebra_links(read)) if rest else ():
         if more:
             taken = [(lk.left_start, lk.right_end) for lk in links]
             links = sorted(
