@@ -90,3 +90,12 @@ def test_a_false_one_gets_no_positive_credit_and_a_true_one_keeps_it(
         result = asyncio.run(engine.judge_one(Rollout(id="t", response_token_ids=ids), Options()))
         labels = {s.label for s in result.spans if s.evidence in line}
         assert ("invalid" in labels) is (not ok), (line, result.spans)
+
+
+def test_a_line_longer_than_a_sentence_is_not_read_for_units_or_algebra() -> None:
+    # The bound that keeps a hostile line of thousands of "5 m" terms linear: past 2,000
+    # chars no unit or algebra claim is read (an arithmetic one still is).
+    claim = "So 2.5 km = 250 m, and 2x + 3 = 11, so x = 5, and 3 + 4 = 8."
+    assert len(find_links(claim)) == 3
+    long = claim + " filler" * 300
+    assert [(lk.left_text, lk.holds) for lk in find_links(long)] == [("3 + 4", False)]
