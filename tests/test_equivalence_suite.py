@@ -34,8 +34,6 @@ LOST: dict[str, tuple[str, str]] = {
         U, "'-[0,1)' is no mathematics math-verify reads (only its text fallback)"),
     "test_all.py::test_math_extraction_additional_cases[20]": (
         U, "the reference 1112112_3 is in base 3; math-verify's parse drops the base"),
-    "test_yujianll.py::test_string_extraction[12]": (
-        U, "12:00 is read as 12/0 (complex infinity): its 12 and 00 are left out"),
     # The checker declines; the test expects "equal" (1) where math-verify reads only a part.
     "test_all.py::test_relations_math[21]": (
         U, "the reference 1 = zzz = x = 0 is a chain; math-verify keeps its last part, 0, and"

@@ -17,6 +17,7 @@ import math
 import time
 from typing import Any
 
+from judge_service.equivalence.clock import compare_times
 from judge_service.equivalence.coverage import unaccounted
 from judge_service.equivalence.normalize import readings
 from judge_service.equivalence.result import EquivalencePolicy, EquivalenceResult
@@ -136,6 +137,9 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
         shown_g, shown_p = [_show(x) for x in g], [_show(x) for x in p]
         return EquivalenceResult(verdict, reason, shown_g, shown_p, elapsed)
 
+    timed = compare_times(gold, pred)
+    if timed is not None:
+        return result(timed[0], timed[1], [], [])
     parse_alarm = _alarm_seconds(budget_s, 0.2)
     sides: list[tuple[list[Any], list[Any], str | None]] = []  # forms, whole forms, gap
 

@@ -1,0 +1,57 @@
+"""Answer forms math-verify misreads (issue 38), each with near-misses that must not pass.
+
+Every class has pairs that are the same answer written two ways, and near-misses that
+must stay ``not_equivalent`` (or ``unknown``: never a false ``equivalent``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from judge_service.equivalence import EquivalenceChecker
+
+E, N, U = "equivalent", "not_equivalent", "unknown"
+
+
+# (reference, answer)
+SAME: list[tuple[str, str]] = [
+    # LaTeX thousands separators and \mbox units (already read: kept as regressions)
+    ("32,\\!349", "32349"),
+    ("1,\\!000,\\!000", "1000000"),
+    ("12\\mbox{ cm}^2", "12"),
+    ("12\\mbox{ cm}^2", "12\\text{ cm}^2"),
+    # clock times
+    ("1:30 pm", "13:30"),
+    ("13:30", "1:30 \\text{ p.m.}"),
+    ("12:00", "12:00 pm"),
+    ("0:00", "12:00 a.m."),
+    ("9:05", "09:05"),
+    ("7:15:30 PM", "19:15:30"),
+]
+DIFFERENT: list[tuple[str, str]] = [
+    ("32,\\!349", "32350"),
+    ("12\\mbox{ cm}^2", "13"),
+    # clock times
+    ("12:00", "1:00"),
+    ("1:30 pm", "1:30 am"),
+    ("1:30", "13:30"),  # no suffix: a 24-hour time
+    ("9:05", "9:50"),
+    ("12:00 am", "12:00 pm"),
+]
+UNDECIDED: list[tuple[str, str]] = [
+    ("1:30 pm", "1/30"),  # a time of day against a number
+    ("90", "1:30 pm"),
+]
+
+
+CASES = [(g, p, E) for g, p in SAME] + [(g, p, N) for g, p in DIFFERENT]
+CASES += [(g, p, U) for g, p in UNDECIDED]
+
+
+@pytest.mark.parametrize(("gold", "pred", "verdict"), CASES)
+def test_each_class_and_its_near_misses(
+    equivalence_checker: EquivalenceChecker, gold: str, pred: str, verdict: str
+) -> None:
+    """Both ways round: the reference goes in as gold, and math-verify is asymmetric."""
+    assert equivalence_checker.check(gold, pred).verdict == verdict
+    assert equivalence_checker.check(pred, gold).verdict == verdict
