@@ -27,6 +27,14 @@ SAME: list[tuple[str, str]] = [
     ("0:00", "12:00 a.m."),
     ("9:05", "09:05"),
     ("7:15:30 PM", "19:15:30"),
+    # repeating decimals
+    ("0.\\overline{3}", "\\frac{1}{3}"),
+    ("0.1\\overline{6}", "\\frac{1}{6}"),
+    ("0.\\overline{142857}", "1/7"),
+    ("2.\\overline{45}", "\\frac{27}{11}"),
+    ("-0.\\overline{6}", "-\\frac{2}{3}"),
+    ("0.\\bar{3}", "0.\\overline{3}"),
+    ("0.\\overline{9}", "1"),
 ]
 DIFFERENT: list[tuple[str, str]] = [
     ("32,\\!349", "32350"),
@@ -37,10 +45,16 @@ DIFFERENT: list[tuple[str, str]] = [
     ("1:30", "13:30"),  # no suffix: a 24-hour time
     ("9:05", "9:50"),
     ("12:00 am", "12:00 pm"),
+    # repeating decimals
+    ("0.\\overline{3}", "0.3"),
+    ("0.\\overline{3}", "0.33"),
+    ("0.1\\overline{6}", "0.\\overline{16}"),
+    ("0.\\overline{6}", "-\\frac{2}{3}"),
 ]
 UNDECIDED: list[tuple[str, str]] = [
     ("1:30 pm", "1/30"),  # a time of day against a number
     ("90", "1:30 pm"),
+    ("0.\\overline{" + "3" * 5000 + "}", "1/3"),  # a period too long to convert: not read
 ]
 
 

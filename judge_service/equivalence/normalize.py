@@ -10,6 +10,8 @@ takes them. A few notations it misreads are rewritten first:
   mathematics: ``9^{9^{9^{9}}}``.
 - ``x = 3 or x = 4`` becomes the list ``x = 3, x = 4`` (and ``1, 2, and 3`` is ``1, 2, 3``).
 - With ``degrees_as_radians``, a degree sign becomes ``\\cdot\\frac{\\pi}{180}``.
+- A repeating decimal is its exact fraction: ``0.1\\overline{6}`` (or ``\\bar{6}``) becomes
+  ``\\frac{1}{6}``; math-verify read it as 0.1 and dropped the bar.
 - An answer that is one number in digit groups split by spaces (``1 000``) is that number,
   as math-verify reads it in text; in LaTeX it would be the product 1·000.
 
@@ -20,6 +22,7 @@ decimal comma (math-verify's reading) or the two items 1000 and 99 (LaTeX's).
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from judge_service.equivalence.coverage import DECIMAL_COMMA, SPACED_GROUPS
 from judge_service.equivalence.result import EquivalencePolicy
@@ -35,6 +38,11 @@ _CONNECTIVE = re.compile(r"(?<!\s)(?:\s*+,)?\s++(?:or|and)\s++")
 # A word of four letters, or one with an apostrophe (`it's`): prose, not a formula
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z{])(?:[A-Za-z]{4,}|[A-Za-z]+'[A-Za-z]+)")
 _TEXT_GROUP = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname)\s*\{[^{}]*\}")
+# Digits bounded: the fraction of a 5,000-digit period is past what int() converts.
+_REPEATING = re.compile(
+    r"(?<![\w.\\])(\d{0,40})\.(\d{0,40})\\(?:overline|bar)\s*"
+    r"(?:\{\s*(\d{1,40})\s*\}|(\d))(?![\d.])"
+)
 _ATOM = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
 
 
@@ -60,6 +68,13 @@ def _exponent(text: str, start: int, closing: dict[int, int]) -> tuple[str, int]
         return None if end is None else (text[index + 1 : end - 1], end)
     match = _ATOM.match(text, start)
     return (match.group(1), match.end()) if match else None
+
+
+def _repeating_fraction(match: re.Match[str]) -> str:
+    whole, fixed, repeated = match[1] or "0", match[2], match[3] or match[4]
+    value = int(whole) + Fraction(int(fixed or "0"), 10 ** len(fixed))
+    value += Fraction(int(repeated), (10 ** len(repeated) - 1) * 10 ** len(fixed))
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
 def right_associate_powers(text: str) -> str:
@@ -107,6 +122,7 @@ def prepare(answer: str, policy: EquivalencePolicy) -> str:
         text = text.replace(" ", "")
     if policy.degrees_as_radians:
         text = _DEGREE.sub(r"\\cdot\\frac{\\pi}{180}", text)
+    text = _REPEATING.sub(_repeating_fraction, text)
     text = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", text)
     text = right_associate_powers(text)
     if not _DELIMITED.search(text):
