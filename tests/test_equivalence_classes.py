@@ -35,6 +35,18 @@ SAME: list[tuple[str, str]] = [
     ("-0.\\overline{6}", "-\\frac{2}{3}"),
     ("0.\\bar{3}", "0.\\overline{3}"),
     ("0.\\overline{9}", "1"),
+    # \mathrm{e} is Euler's number, and i in its exponent the imaginary unit
+    ("\\mathrm{e}", "e"),
+    ("1 - \\frac{1}{\\mathrm{e}}", "1 - 1/e"),
+    ("1 - \\frac{1}{\\mathrm{e}}", "1 - e^{-1}"),
+    ("2\\mathrm{e}", "2e"),
+    ("3\\cdot\\mathrm{e}", "3e"),
+    ("\\mathrm{e}^{2}", "e^2"),
+    ("\\frac{1}{7} + \\mathrm{e}", "\\frac{1}{7} + e"),
+    ("\\mathrm{e}^{i\\pi}", "-1"),
+    ("e^{i\\pi} + 1", "0"),
+    ("e^{\\pi i}", "-1"),
+    ("e^{2\\pi i}", "1"),
 ]
 DIFFERENT: list[tuple[str, str]] = [
     ("32,\\!349", "32350"),
@@ -50,6 +62,13 @@ DIFFERENT: list[tuple[str, str]] = [
     ("0.\\overline{3}", "0.33"),
     ("0.1\\overline{6}", "0.\\overline{16}"),
     ("0.\\overline{6}", "-\\frac{2}{3}"),
+    # \mathrm{e}
+    ("1 - \\frac{1}{\\mathrm{e}}", "1 + 1/e"),
+    ("1 - \\frac{1}{\\mathrm{e}}", "1 + \\frac{1}{\\mathrm{e}}"),
+    ("1 - \\frac{1}{\\mathrm{e}}", "1 - \\mathrm{e}"),
+    ("2\\mathrm{e}", "3\\mathrm{e}"),
+    ("\\mathrm{e}^{i\\pi}", "1"),
+    ("e^{i\\pi}", "e^{\\pi}"),
 ]
 UNDECIDED: list[tuple[str, str]] = [
     ("1:30 pm", "1/30"),  # a time of day against a number

@@ -41,8 +41,8 @@ LOST: dict[str, tuple[str, str]] = {
     "test_numina_cases.py::test_numina_cases[24]": (
         U, "both sides list two values (W(n) = 1 and W(n) = -1); math-verify reads only -1"),
     "test_yujianll.py::test_string_extraction[9]": (
-        U, "math-verify's test records its own false equality: 1 - 1/e and 1 + 1/e both parse"
-        " as 1 (the \\mathrm{e} is dropped); the checker will not call them equal"),
+        N, "math-verify's test records its own false equality: 1 - 1/e and 1 + 1/e both parse"
+        " as 1 (the \\mathrm{e} is dropped); the checker reads \\mathrm{e} as e: different"),
     # math-verify's own false positives: its defaults call these equal too.
     "test_all.py::test_latex_notation[5]": (
         E, "the test expects no answer in '$ \\n 9 \\n $' (inline math across lines); the"

@@ -12,6 +12,8 @@ takes them. A few notations it misreads are rewritten first:
 - With ``degrees_as_radians``, a degree sign becomes ``\\cdot\\frac{\\pi}{180}``.
 - A repeating decimal is its exact fraction: ``0.1\\overline{6}`` (or ``\\bar{6}``) becomes
   ``\\frac{1}{6}``; math-verify read it as 0.1 and dropped the bar.
+- ``\\mathrm{e}`` (upright, as ISO typesets it) is Euler's number ``e``; math-verify read it
+  as text and dropped it (``1 - \\frac{1}{\\mathrm{e}}`` was 1).
 - An answer that is one number in digit groups split by spaces (``1 000``) is that number,
   as math-verify reads it in text; in LaTeX it would be the product 1·000.
 
@@ -43,6 +45,7 @@ _REPEATING = re.compile(
     r"(?<![\w.\\])(\d{0,40})\.(\d{0,40})\\(?:overline|bar)\s*"
     r"(?:\{\s*(\d{1,40})\s*\}|(\d))(?![\d.])"
 )
+_UPRIGHT_E = re.compile(r"\\(?:mathrm|text|operatorname|mathit)\s*\{\s*e\s*\}")
 _ATOM = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
 
 
@@ -68,6 +71,14 @@ def _exponent(text: str, start: int, closing: dict[int, int]) -> tuple[str, int]
         return None if end is None else (text[index + 1 : end - 1], end)
     match = _ATOM.match(text, start)
     return (match.group(1), match.end()) if match else None
+
+
+def _euler(match: re.Match[str], text: str) -> str:
+    """``e`` for ``\\mathrm{e}``, spaced from letters around it only: math-verify's parser
+    loses ``\\frac{1}{ e }`` (and ``\\cdote`` is no command)."""
+    start, end = match.start(), match.end()
+    before = " " if start and text[start - 1].isalpha() else ""
+    return before + ("e " if end < len(text) and text[end].isalpha() else "e")
 
 
 def _repeating_fraction(match: re.Match[str]) -> str:
@@ -122,6 +133,7 @@ def prepare(answer: str, policy: EquivalencePolicy) -> str:
         text = text.replace(" ", "")
     if policy.degrees_as_radians:
         text = _DEGREE.sub(r"\\cdot\\frac{\\pi}{180}", text)
+    text = _UPRIGHT_E.sub(lambda m: _euler(m, text), text)
     text = _REPEATING.sub(_repeating_fraction, text)
     text = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", text)
     text = right_associate_powers(text)

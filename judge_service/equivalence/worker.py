@@ -49,6 +49,21 @@ def _strict_percent(form: Any) -> Any:
     return form
 
 
+def _imaginary_exponents(form: Any) -> Any:
+    """math-verify reads the i of ``e^{i\\pi}`` as a variable; in an exponent of e it is the
+    imaginary unit (Euler's identity: ``e^{i\\pi} = -1``). An i elsewhere stays a variable."""
+    from sympy import Basic, I, exp
+
+    if not isinstance(form, Basic):
+        return form
+    names = [s for s in form.free_symbols if getattr(s, "name", None) == "i"]
+    if not names:
+        return form
+    return form.replace(
+        lambda x: isinstance(x, exp) and x.has(names[0]), lambda x: x.subs(names[0], I)
+    )
+
+
 def _exact_number(form: Any) -> Any | None:
     """`form` as an exact constant expression, or None (symbols, floats, percent, non-numbers)."""
     from sympy import Expr, Float, UnevaluatedExpr
@@ -163,6 +178,7 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
             if policy.percent == "strict":
                 found = [_strict_percent(x) for x in found]
             reading_whole, gap = _whole_reading(name, text, found, span)
+            reading_whole = [_imaginary_exponents(x) for x in reading_whole]
             forms += found
             whole += reading_whole
             gaps.append(gap)
