@@ -47,6 +47,12 @@ SAME: list[tuple[str, str]] = [
     ("e^{i\\pi} + 1", "0"),
     ("e^{\\pi i}", "-1"),
     ("e^{2\\pi i}", "1"),
+    # an interval against the inequality it denotes
+    ("[2, 5)", "2 \\le x < 5"),
+    ("[2, 5)", "5 > x \\geq 2"),
+    ("(-\\infty, 3]", "x \\le 3"),
+    ("(2, \\infty)", "x > 2"),
+    ("(-\\infty, 3) \\cup (3, \\infty)", "x \\ne 3"),
 ]
 DIFFERENT: list[tuple[str, str]] = [
     ("32,\\!349", "32350"),
@@ -69,6 +75,14 @@ DIFFERENT: list[tuple[str, str]] = [
     ("2\\mathrm{e}", "3\\mathrm{e}"),
     ("\\mathrm{e}^{i\\pi}", "1"),
     ("e^{i\\pi}", "e^{\\pi}"),
+    # an interval against an inequality: the ends and their closedness count
+    ("[2, 5)", "2 \\le x \\le 5"),
+    ("[2, 5)", "2 < x < 5"),
+    ("[2, 5)", "2 \\le x < 6"),
+    ("(2, \\infty)", "x \\ge 2"),
+    ("(-\\infty, 3]", "x < 3"),
+    ("(-\\infty, 3]", "x \\ge 3"),
+    ("(-\\infty, 1) \\cup (4, \\infty)", "1 < x < 4"),
 ]
 UNDECIDED: list[tuple[str, str]] = [
     ("1:30 pm", "1/30"),  # a time of day against a number

@@ -64,6 +64,34 @@ def _imaginary_exponents(form: Any) -> Any:
     )
 
 
+def _bounds_one_variable(form: Any) -> bool:
+    """Is `form` inequalities between one variable and constants, joined by and/or?"""
+    from sympy import And, Eq, Or
+    from sympy.core.relational import Relational
+
+    if isinstance(form, And | Or):
+        return all(_bounds_one_variable(arg) for arg in form.args)
+    if not isinstance(form, Relational) or isinstance(form, Eq):
+        return False
+    return all(side.is_Symbol or not side.free_symbols for side in form.args)
+
+
+def _as_interval(gold: Any, pred: Any) -> Any | None:
+    """The set an inequality answer denotes, where the reference is a set: math-verify
+    compares an inequality reference with an interval answer, but not the other way round
+    (``[2, 5)`` against ``2 \\le x < 5``). Constants only, so solving it is cheap."""
+    from sympy import Set
+
+    if not isinstance(gold, Set) or not _bounds_one_variable(pred):
+        return None
+    if len(pred.free_symbols) != 1:
+        return None
+    try:
+        return pred.as_set()
+    except (TypeError, ValueError, NotImplementedError):
+        return None
+
+
 def _exact_number(form: Any) -> Any | None:
     """`form` as an exact constant expression, or None (symbols, floats, percent, non-numbers)."""
     from sympy import Expr, Float, UnevaluatedExpr
@@ -194,7 +222,9 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
 
     verify_alarm = _alarm_seconds(budget_s, 0.5)
     stopped: str | None = None  # why a comparison could not finish, if one could not
-    for g, p in itertools.product(golds_whole, preds_whole):
+    pairs = list(itertools.product(golds_whole, preds_whole))
+    pairs += [(g, s) for g, p in pairs if (s := _as_interval(g, p)) is not None]
+    for g, p in pairs:
         try:
             same = verify(g, p, timeout_seconds=verify_alarm, raise_on_error=True)
         except TimeoutException:
