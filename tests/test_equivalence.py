@@ -70,7 +70,8 @@ PAIRS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", E, {}),
     # degrees
     ("30^\\circ", "30", E, {}),
-    ("\\frac{\\pi}{6}", "30^\\circ", N, {}),
+    ("\\frac{\\pi}{6}", "30^\\circ", E, {}),  # a degree sign reads both ways
+    ("\\frac{\\pi}{6}", "30", N, {}),
     ("\\frac{\\pi}{6}", "30^\\circ", E, RAD),
     ("30", "30^\\circ", N, RAD),
     ("\\frac{\\pi}{4}", "45°", E, RAD),

@@ -53,6 +53,13 @@ SAME: list[tuple[str, str]] = [
     ("(-\\infty, 3]", "x \\le 3"),
     ("(2, \\infty)", "x > 2"),
     ("(-\\infty, 3) \\cup (3, \\infty)", "x \\ne 3"),
+    # a written degree sign: the angle in radians too (or, as before, its number)
+    ("90^\\circ", "\\frac{\\pi}{2}"),
+    ("\\frac{\\pi}{6}", "30°"),
+    ("180^{\\circ}", "\\pi"),
+    ("45\\degree", "\\frac{\\pi}{4}"),
+    ("\\sin 30^\\circ", "\\frac{1}{2}"),
+    ("30^\\circ", "30"),
 ]
 DIFFERENT: list[tuple[str, str]] = [
     ("32,\\!349", "32350"),
@@ -83,6 +90,11 @@ DIFFERENT: list[tuple[str, str]] = [
     ("(-\\infty, 3]", "x < 3"),
     ("(-\\infty, 3]", "x \\ge 3"),
     ("(-\\infty, 1) \\cup (4, \\infty)", "1 < x < 4"),
+    # degrees against radians: only where a degree sign is written
+    ("90", "\\frac{\\pi}{2}"),
+    ("90^\\circ", "\\pi"),
+    ("60^\\circ", "\\frac{\\pi}{6}"),
+    ("30^\\circ", "31"),
 ]
 UNDECIDED: list[tuple[str, str]] = [
     ("1:30 pm", "1/30"),  # a time of day against a number

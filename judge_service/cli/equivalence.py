@@ -52,7 +52,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("gold", help="the reference answer (LaTeX or plain)")
     parser.add_argument("pred", help="the answer to check")
     parser.add_argument(
-        "--degrees-as-radians", action="store_true", help="read 30° as pi/6 (default: as 30)"
+        "--degrees-as-radians",
+        action="store_true",
+        help="read 30° as pi/6 only (default: as 30 or pi/6)",
     )
     parser.add_argument(
         "--percent", choices=("lenient", "strict"), default="lenient",

@@ -18,12 +18,16 @@ takes them. A few notations it misreads are rewritten first:
   as math-verify reads it in text; in LaTeX it would be the product 1·000.
 
 `readings` adds a second reading where an answer is ambiguous: ``1000,99`` is 1000.99 with a
-decimal comma (math-verify's reading) or the two items 1000 and 99 (LaTeX's).
+decimal comma (math-verify's reading) or the two items 1000 and 99 (LaTeX's); ``30^\\circ``
+is 30 (math-verify's reading, which drops the sign) or the angle π/6 in radians, unless the
+policy asks for radians only. An answer with no degree sign is never read as an angle:
+90 and π/2 stay different.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from fractions import Fraction
 
 from judge_service.equivalence.coverage import DECIMAL_COMMA, SPACED_GROUPS
@@ -122,6 +126,8 @@ def right_associate_powers(text: str) -> str:
 def readings(answer: str, policy: EquivalencePolicy) -> list[str]:
     """`answer` prepared for math-verify: one text, or two where it is ambiguous."""
     text = answer.strip()
+    if _DEGREE.search(text) and not policy.degrees_as_radians:
+        return [prepare(text, policy), prepare(text, replace(policy, degrees_as_radians=True))]
     if DECIMAL_COMMA.fullmatch(text.lstrip("+-")) is None:
         return [prepare(text, policy)]
     return [prepare(text, policy), prepare(text.replace(",", "."), policy)]

@@ -13,9 +13,10 @@ PercentMode = Literal["lenient", "strict"]
 class EquivalencePolicy:
     """How to read the two answers.
 
-    `degrees_as_radians`: a degree sign means ×π/180 (so 30° ≡ π/6 and 30° ≢ 30);
-    off, the sign is dropped (30° ≡ 30). `percent`: ``lenient`` (math-verify's
-    default) accepts 50% for both 50 and 0.5; ``strict`` reads 50% as 0.5 only.
+    `degrees_as_radians`: a degree sign means ×π/180 only (so 30° ≡ π/6 and 30° ≢ 30);
+    off, 30° is read both ways (30° ≡ 30 and 30° ≡ π/6; 30 ≢ π/6 with no sign written).
+    `percent`: ``lenient`` (math-verify's default) accepts 50% for both 50 and 0.5;
+    ``strict`` reads 50% as 0.5 only.
     `tolerance`: a relative tolerance under which two numbers are equivalent
     even when math-verify's rounding says otherwise (None: exact, up to
     math-verify's float rounding).

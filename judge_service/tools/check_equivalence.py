@@ -89,7 +89,8 @@ class CheckEquivalenceTool(Tool):
                 "answer": {"type": "string", "description": "the answer to check"},
                 "degrees_as_radians": {
                     "type": "boolean",
-                    "description": "read a degree sign as pi/180 (30° = pi/6); default: 30° = 30",
+                    "description": "read a degree sign as pi/180 only (30° = pi/6, not 30);"
+                    " default: 30° matches both 30 and pi/6",
                 },
                 "percent": {
                     "type": "string",
