@@ -20,6 +20,8 @@ SAME: list[tuple[str, str]] = [
     ("1,\\!000,\\!000", "1000000"),
     ("12\\mbox{ cm}^2", "12"),
     ("12\\mbox{ cm}^2", "12\\text{ cm}^2"),
+    ("12 \\mathrm{~cm}^{2}", "12"),
+    ("3\\,\\mathrm{~m}^3", "3\\text{ m}^3"),
     # clock times
     ("1:30 pm", "13:30"),
     ("13:30", "1:30 \\text{ p.m.}"),
@@ -64,6 +66,7 @@ SAME: list[tuple[str, str]] = [
 DIFFERENT: list[tuple[str, str]] = [
     ("32,\\!349", "32350"),
     ("12\\mbox{ cm}^2", "13"),
+    ("12 \\mathrm{~cm}^{2}", "144"),
     # clock times
     ("12:00", "1:00"),
     ("1:30 pm", "1:30 am"),

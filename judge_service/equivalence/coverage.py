@@ -94,8 +94,10 @@ _LABEL = re.compile(
     r"\s*+(?:\$\s*+)?(?:=|\\approx|\\simeq|\\sim|\bis\b|\bare\b)(?![=<>]))"
 )
 _SPACED_GROUP = re.compile(r" ?\{\s*+,\s*+\} ?")  # ``14 {, }916``, as some write 14{,}916
+# ``\\mathrm{~cm}^{2}``: a tie or thin space may stand before the unit's letters
 _UNIT_POWER = re.compile(
-    r"((?:\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z]+\s*\}|(?<![\\A-Za-z])[A-Za-z]{2,})\s*)"
+    r"((?:\\(?:text|mbox|mathrm)\s*\{(?:\s|~|\\[,;: ])*[A-Za-z]+\s*\}"
+    r"|(?<![\\A-Za-z])[A-Za-z]{2,})\s*)"
     r"\^\s*(?:\{\s*[23]\s*\}|[23])"
 )
 _APPROXIMATION = re.compile(r"(?<=[\d}).])\s*+\\approx\s*+[-+]?[\d.,]++\s*+(?=\$?\s*+\Z)")
