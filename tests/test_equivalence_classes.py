@@ -55,6 +55,8 @@ SAME: list[tuple[str, str]] = [
     ("(-\\infty, 3]", "x \\le 3"),
     ("(2, \\infty)", "x > 2"),
     ("(-\\infty, 3) \\cup (3, \\infty)", "x \\ne 3"),
+    ("(-\\infty, 1) \\cup (4, \\infty)", "x < 1 or x > 4"),
+    ("(-\\infty, 1) \\cup [4, \\infty)", "x < 1 \\lor x \\ge 4"),
     # a written degree sign: the angle in radians too (or, as before, its number)
     ("90^\\circ", "\\frac{\\pi}{2}"),
     ("\\frac{\\pi}{6}", "30°"),
@@ -93,6 +95,8 @@ DIFFERENT: list[tuple[str, str]] = [
     ("(-\\infty, 3]", "x < 3"),
     ("(-\\infty, 3]", "x \\ge 3"),
     ("(-\\infty, 1) \\cup (4, \\infty)", "1 < x < 4"),
+    ("(-\\infty, 1) \\cup (4, \\infty)", "x < 1 or x \\ge 4"),
+    ("(1, 4)", "x > 1 or x < 4"),  # or: the union, every number
     # degrees against radians: only where a degree sign is written
     ("90", "\\frac{\\pi}{2}"),
     ("90^\\circ", "\\pi"),

@@ -8,7 +8,8 @@ takes them. A few notations it misreads are rewritten first:
 - ``1.5e3`` would be 1.5·e·3 (Euler's number): it becomes ``1.5\\times 10^{3}``.
 - ``9^9^9^9`` would be ((9^9)^9)^9; a tower is read top-down, as in
   mathematics: ``9^{9^{9^{9}}}``.
-- ``x = 3 or x = 4`` becomes the list ``x = 3, x = 4`` (and ``1, 2, and 3`` is ``1, 2, 3``).
+- ``x = 3 or x = 4`` (or ``\\lor``, ``\\vee``) becomes the list ``x = 3, x = 4`` (and
+  ``1, 2, and 3`` is ``1, 2, 3``).
 - With ``degrees_as_radians``, a degree sign becomes ``\\cdot\\frac{\\pi}{180}``.
 - A repeating decimal is its exact fraction: ``0.1\\overline{6}`` (or ``\\bar{6}``) becomes
   ``\\frac{1}{6}``; math-verify read it as 0.1 and dropped the bar.
@@ -49,6 +50,7 @@ _REPEATING = re.compile(
     r"(?<![\w.\\])(\d{0,40})\.(\d{0,40})\\(?:overline|bar)\s*"
     r"(?:\{\s*(\d{1,40})\s*\}|(\d))(?![\d.])"
 )
+_LOGICAL_OR = re.compile(r"\s*\\(?:lor|vee)(?![A-Za-z])\s*")
 _UPRIGHT_E = re.compile(r"\\(?:mathrm|text|operatorname|mathit)\s*\{\s*e\s*\}")
 _ATOM = re.compile(r"\s*(\d+(?:\.\d+)?|[A-Za-z]|\\[A-Za-z]+)")
 
@@ -144,7 +146,7 @@ def prepare(answer: str, policy: EquivalencePolicy) -> str:
     text = _SCIENTIFIC.sub(r"\1\\times 10^{\2}", text)
     text = right_associate_powers(text)
     if not _DELIMITED.search(text):
-        text = _CONNECTIVE.sub(", ", text)
+        text = _CONNECTIVE.sub(", ", _LOGICAL_OR.sub(" or ", text))
         if not _PROSE_WORD.search(_TEXT_GROUP.sub("", text)):
             text = f"${text}$"
     return text

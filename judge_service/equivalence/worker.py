@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from judge_service.equivalence.normalize import readings
 from judge_service.equivalence.result import EquivalencePolicy, EquivalenceResult
 
 _MAX_FORM_CHARS = 500
+_OR = re.compile(r"\bor\b|\\lor(?![A-Za-z])|\\vee(?![A-Za-z])")
 
 
 def _alarm_seconds(budget_s: float, share: float) -> int:
@@ -76,18 +78,22 @@ def _bounds_one_variable(form: Any) -> bool:
     return all(side.is_Symbol or not side.free_symbols for side in form.args)
 
 
-def _as_interval(gold: Any, pred: Any) -> Any | None:
-    """The set an inequality answer denotes, where the reference is a set: math-verify
+def _as_interval(form: Any, other: Any, joined_by_or: bool) -> Any | None:
+    """The set an inequality answer denotes, where the other side is a set: math-verify
     compares an inequality reference with an interval answer, but not the other way round
-    (``[2, 5)`` against ``2 \\le x < 5``). Constants only, so solving it is cheap."""
-    from sympy import Set
+    (``[2, 5)`` against ``2 \\le x < 5``), nor a union with inequalities joined by "or" (read
+    as a list). Constants only, so solving them is cheap."""
+    from sympy import FiniteSet, Set, Union
 
-    if not isinstance(gold, Set) or not _bounds_one_variable(pred):
+    if not isinstance(other, Set):
         return None
-    if len(pred.free_symbols) != 1:
+    parts = list(form.args) if isinstance(form, FiniteSet) and joined_by_or else [form]
+    if not all(_bounds_one_variable(part) for part in parts):
+        return None
+    if len(set().union(*(part.free_symbols for part in parts))) != 1:
         return None
     try:
-        return pred.as_set()
+        return Union(*(part.as_set() for part in parts))
     except (TypeError, ValueError, NotImplementedError):
         return None
 
@@ -223,7 +229,10 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
     verify_alarm = _alarm_seconds(budget_s, 0.5)
     stopped: str | None = None  # why a comparison could not finish, if one could not
     pairs = list(itertools.product(golds_whole, preds_whole))
-    pairs += [(g, s) for g, p in pairs if (s := _as_interval(g, p)) is not None]
+    or_gold, or_pred = (_OR.search(text) is not None for text in (gold, pred))
+    pairs += [(g, s) for g, p in pairs if (s := _as_interval(p, g, or_pred)) is not None] + [
+        (s, p) for g, p in pairs if (s := _as_interval(g, p, or_gold)) is not None
+    ]
     for g, p in pairs:
         try:
             same = verify(g, p, timeout_seconds=verify_alarm, raise_on_error=True)
