@@ -26,7 +26,7 @@ from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.drift.monitor import DriftMonitor
 from judge_service.drift.store import open_drift_store
 from judge_service.errors import InputError, JudgeError, LimitError, UnavailableError
-from judge_service.group.settle import reference_settler
+from judge_service.group.settle import final_of, reference_settler
 from judge_service.judges.base import (
     Judge,
     JudgeOutcome,
@@ -54,7 +54,7 @@ from judge_service.schemas import (
 from judge_service.spans import Span
 from judge_service.store import Store
 from judge_service.store.cache import CacheState, JudgmentCache
-from judge_service.trace import Trace, last_boxed
+from judge_service.trace import Trace
 from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.markers import marked_view
 from judge_service.trace.tokenizer import TokenizerCache
@@ -190,11 +190,14 @@ class Engine:
         field: str,
         extra: Callable[[Trace, Sequence[Span]], list[Span]] | None = None,
         using: Judge | None = None,
+        alone: bool = True,
     ) -> tuple[Result, FloatArray | None]:
         """`extra`: the judge's accepted spans as the service settles them with its own (a
         group's divergence points, made from the decoded trace); the cached judgment stays
         the judge's own, as it is for any group. `using`: the judge to run instead of the
-        options' (a group session's share for this rollout)."""
+        options' (a group session's share for this rollout). `alone`: judged outside a
+        group, so a `reference_solution` gives the rollout its point here (a group's
+        points already read it)."""
         began = time.perf_counter()
         resolved = resolve(options, self.settings)
         if resolved.kappa_mode == "relative" and advantage is None:
@@ -238,7 +241,7 @@ class Engine:
                 cache_state = await self.cache.save(
                     self.tenant, key, judgment, replace=lacks_transcript
                 )
-        if extra is None and using is None:
+        if alone and extra is None:
             # Judged alone with a reference solution: the reference is a correct sibling,
             # and the rollout gets its divergence point as a group's member would.
             extra = reference_settler(rollout, resolved)
@@ -293,10 +296,7 @@ class Engine:
     async def _run_judge(
         self, rollout: Rollout, trace: Trace, judge: Judge, resolved: Resolved, began: float
     ) -> Judgment:
-        final_answer = rollout.final_answer
-        if final_answer is None:
-            boxed = last_boxed(trace.text)
-            final_answer = boxed.content if boxed else None
+        final_answer = final_of(rollout, trace)
         verdict = Verdict(final_answer, rollout.reference_answer, rollout.reward)
         validator = Validator(
             trace,
@@ -443,12 +443,14 @@ class Engine:
         field: str,
         extra: Callable[[Trace, Sequence[Span]], list[Span]] | None = None,
         using: Judge | None = None,
+        alone: bool = True,
     ) -> tuple[Result, FloatArray | None]:
-        """`judge_one` with its credit array, every failure turned into a ``failed`` result."""
+        """`judge_one` with its credit array, every failure turned into a ``failed`` result
+        (`extra`, `using`, `alone`: as for `_judge`)."""
         try:
             if advantage is not None:
                 advantage.check()  # an overflowing group fails before a judge is paid
-            return await self._judge(rollout, options, advantage, field, extra, using)
+            return await self._judge(rollout, options, advantage, field, extra, using, alone)
         except InputError as exc:
             error = f"{exc.field}: {exc.message}"
         except UnavailableError as exc:

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from judge_service.probe.answer_cut import answer_value, first_occurrence, gate_start
+from judge_service.probe.answer_cut import first_occurrence, gate_start
 from judge_service.probe.audit import AuditSettings, gate, run_audit
 from judge_service.probe.stats import holm
+from judge_service.reading.numbers import number_value
 
 
 @pytest.mark.parametrize(
@@ -46,7 +47,7 @@ def test_first_occurrence_ignores_longer_numbers_and_other_values() -> None:
     assert first_occurrence("4080 and 40.8 and 1408", "408") is None
     assert first_occurrence("408.5 then 408.", "408") == len("408.5 then ")
     assert first_occurrence("no answer", "") is None
-    assert answer_value("$\\boxed{12}$") == 12 and answer_value("x=3") is None
+    assert number_value("$\\boxed{12}$") == 12 and number_value("x=3") is None
 
 
 def test_gate_start_is_the_first_of_final_reference_and_block() -> None:

@@ -153,7 +153,13 @@ async def judging(
         extra = None if point is None else settler(point, rollouts[i], resolved, members)
         using = reader.member(i, sources) if reader and i in reader.shown else None
         return await engine.judge_or_fail(
-            rollouts[i], options, advantages[i], field=fields[i], extra=extra, using=using
+            rollouts[i],
+            options,
+            advantages[i],
+            field=fields[i],
+            extra=extra,
+            using=using,
+            alone=False,  # the group's points read its reference solutions already
         )
 
     unique = [i for i, s in enumerate(same_as) if s is None]

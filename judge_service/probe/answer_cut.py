@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -105,13 +104,6 @@ def mentions(text: str, answers: Sequence[str | None]) -> bool:
 _NOISE = re.compile(r"\s+|\$|\\left|\\right|\\[,!;: ]|\\displaystyle")
 
 
-def answer_value(answer: str) -> Fraction | None:
-    """The magnitude of an answer that is one number (``-1,000``, ``\\frac{3}{4}``,
-    ``\\tfrac34``, ``$5$``, ``2/3``, ``seven``, ``twenty-one``), else None: the project's one
-    reader of written numbers (`reading.numbers`)."""
-    return number_value(answer)
-
-
 def _text_pattern(answer: str) -> re.Pattern[str] | None:
     """A pattern for `answer` as text: spaces, ``$`` and sizing commands may come between
     its characters, ``\\frac`` may be ``\\dfrac`` or ``\\tfrac``."""
@@ -131,7 +123,7 @@ def first_occurrence(text: str, answer: str | None) -> int | None:
     number (see the module docstring), else as normalised text; None if it never does."""
     if not answer or not answer.strip():
         return None
-    value = answer_value(answer)
+    value = number_value(answer)
     if value is not None:
         return min((n.start for n in read_numbers(text) if n.value == value), default=None)
     pattern = _text_pattern(answer.strip())
