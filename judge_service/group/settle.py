@@ -124,7 +124,8 @@ def overruled(span: Span, point: Divergence, members: Sequence[Member | None]) -
         and step.end <= high
         and _asserted(text, step)
         and any(_same(step, text, mine, point.text) for mine in own)
-        for step in read_steps(text)
+        # Read once per sibling: a judge may cite it from many spans.
+        for step in sibling.trace.derived("alignment steps", lambda: read_steps(text))
     )
 
 
