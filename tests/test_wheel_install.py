@@ -57,8 +57,9 @@ print(json.dumps({
               for m in ("arith_traces", "credit_runs")},
 }))
 """
-# The docs' user tools stay in the package; the test harness is not in the wheel.
-DEVTOOLS = {"__init__.py", "arith_traces.py", "credit_runs.py"}
+# The docs' user tools and the maintainers' layer check (stdlib only) stay in the
+# package; the test harness is not in the wheel.
+DEVTOOLS = {"__init__.py", "arith_traces.py", "credit_runs.py", "imports.py", "layers.py"}
 
 
 def _run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
