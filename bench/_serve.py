@@ -32,6 +32,20 @@ def missing_dependencies(source: str, optional: Sequence[str]) -> list[str]:
     return [name for name in optional if f'"{name}' not in declared]
 
 
+def source_env(env: dict[str, str], source: str | None, without: Sequence[str]) -> dict[str, str]:
+    """`env` for a server of the checkout at `source` (None: this one) that must not import
+    the modules `without` (see `served`)."""
+    paths = [source] if source else []  # (-m puts the cwd first on sys.path, then these)
+    if without:
+        shim = Path(tempfile.mkdtemp(prefix="serve-without-"))
+        (shim / "sitecustomize.py").write_text(
+            f"import sys\nfor name in {list(without)!r}:\n    sys.modules[name] = None\n",
+            encoding="utf-8",
+        )
+        paths.append(str(shim))
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)} if paths else env
+
+
 @contextmanager
 def served(
     env: dict[str, str],
@@ -45,16 +59,7 @@ def served(
     modules the server must not import (a ``sitecustomize`` makes importing them fail, so
     that uvicorn's "auto" choices fall back as they did before they were dependencies)."""
     port = free_port()
-    paths = [source] if source else []  # (-m puts the cwd first on sys.path, then these)
-    if without:
-        shim = Path(tempfile.mkdtemp(prefix="serve-without-"))
-        (shim / "sitecustomize.py").write_text(
-            f"import sys\nfor name in {list(without)!r}:\n    sys.modules[name] = None\n",
-            encoding="utf-8",
-        )
-        paths.append(str(shim))
-    if paths:
-        env = {**env, "PYTHONPATH": os.pathsep.join(paths)}
+    env = source_env(env, source, without)
     process = subprocess.Popen(
         [
             *(prefix or []),

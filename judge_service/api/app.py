@@ -26,6 +26,7 @@ from judge_service.jobs.service import JobService
 from judge_service.pipeline import Engine
 from judge_service.store import open_store
 from judge_service.store.redis_store import RedisStore
+from judge_service.trace import loading
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not settings.api_keys:
             log.warning("JUDGE_API_KEYS is unset: the API is open to anyone who can reach it")
+        # transformers (and torch under it) takes seconds to import: /healthz answers
+        # meanwhile, and a rollout that comes first waits for the import, not fails.
+        loading.warm_up()
         if isinstance(store, RedisStore):  # N replicas together respect one provider quota
             from judge_service.judges.llm import ratelimit  # (the LLM SDKs load only then)
 

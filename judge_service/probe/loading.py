@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_service.probe.scorer import LMScorer
+from judge_service.trace.loading import auto_tokenizer
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,10 @@ def is_gguf(spec: str) -> bool:
 
 
 def load_hf_tokenizer(spec: str) -> Any:
-    from transformers import AutoTokenizer
-
     source = resolve_source(spec)
-    return AutoTokenizer.from_pretrained(source.location, **source.kwargs())
+    # Through the server's one locked import: a server may run the probe while its
+    # start-up import of transformers is still going on in another thread.
+    return auto_tokenizer().from_pretrained(source.location, **source.kwargs())
 
 
 def pick_device(device: str | None = None) -> str:

@@ -18,13 +18,18 @@ there is with JUDGE_TOKENIZER_OFFLINE or HF_HUB_OFFLINE). Otherwise one HEAD
 request, short and without the hub client's retries, tells a hub outage
 (`UnavailableError`, 503) from a name the hub does not have (422) before
 transformers' own download starts: that one retries a dead hub for minutes.
+
+transformers is imported on first use, not with this module: it pulls in torch, seconds
+that a server's start would otherwise wait for (`auto_tokenizer`, `warm_up`).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +45,10 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-# Imported here, in the importing thread: transformers' lazy attribute loading is not
-# thread-safe, and tokenizers are loaded from background threads.
-from transformers import AutoTokenizer
-
 from judge_service.bounds import MAX_NAME_CHARS
 from judge_service.errors import TokenizerError, UnavailableError
+
+log = logging.getLogger(__name__)
 
 SHOWN_CHARS = 100  # of a name, in any error message: a request never gets its input back
 HUB_TIMEOUT_S = 5.0  # the one HEAD request that asks whether the hub is there
@@ -59,6 +62,47 @@ _HUB_ID = re.compile(r"(?:\w(?:[\w.-]*\w)?/)?\w(?:[\w.-]*\w)?")
 _TRANSPORT_ERRORS = frozenset(
     {"ConnectionError", "TimeoutError", "Timeout", "TransportError", "FileMetadataError"}
 )
+
+
+# transformers' lazy attribute loading is not thread-safe, and tokenizers are loaded from
+# background threads: the one import of AutoTokenizer runs under this lock, and a thread
+# that needs it while another imports it waits for that import rather than racing it.
+_TRANSFORMERS_LOCK = threading.Lock()
+_auto_tokenizer: Any = None
+
+
+def auto_tokenizer() -> Any:
+    """transformers' ``AutoTokenizer``, imported by the first caller (the others wait)."""
+    global _auto_tokenizer
+    if _auto_tokenizer is None:
+        with _TRANSFORMERS_LOCK:
+            if _auto_tokenizer is None:
+                from transformers import AutoTokenizer
+
+                _auto_tokenizer = AutoTokenizer
+    return _auto_tokenizer
+
+
+def imported() -> bool:
+    """Whether transformers' AutoTokenizer is imported (a load then costs only its own)."""
+    return _auto_tokenizer is not None
+
+
+def warm_up() -> threading.Thread:
+    """Start importing transformers in a daemon thread, so that a server answers its
+    health checks at once and its first rollout does not pay the whole import. A load
+    that comes during the import waits for it (`auto_tokenizer`); a failed import is
+    logged here and raised again by the first load that tries it."""
+
+    def run() -> None:
+        try:
+            auto_tokenizer()
+        except Exception:
+            log.exception("importing transformers failed")
+
+    thread = threading.Thread(target=run, name="transformers-import", daemon=True)
+    thread.start()
+    return thread
 
 
 def shown(name: str) -> str:
@@ -191,7 +235,7 @@ def load_hf(source: Source, name: str, *, offline: bool, hub_timeout_s: float) -
             field="tokenizer",
         )
     try:
-        return AutoTokenizer.from_pretrained(
+        return auto_tokenizer().from_pretrained(
             source.target, local_files_only=True, trust_remote_code=False
         )
     except Exception:
@@ -226,7 +270,7 @@ def _ask_hub(repo_id: str, name: str, timeout_s: float) -> None:
 
 def _from_pretrained(source: Source, name: str, *, local_files_only: bool) -> Any:
     try:
-        return AutoTokenizer.from_pretrained(
+        return auto_tokenizer().from_pretrained(
             source.target, local_files_only=local_files_only, trust_remote_code=False
         )
     except Exception as exc:  # transformers raises OSError, ValueError, the hub's errors

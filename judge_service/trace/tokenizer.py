@@ -2,7 +2,10 @@
 
 `TokenizerCache` keeps loaded tokenizers in an LRU. Concurrent requests for a name
 share one load (single flight), which runs in its own thread: a caller waits at most
-`load_timeout_s` and then gets a 503 while the load goes on. A name that failed fails
+`load_timeout_s` and then gets a 503 while the load goes on. That clock starts once
+transformers is imported: a server imports it in the background as it starts (seconds,
+torch with it), and a request that comes meanwhile waits for that import, then for its
+tokenizer's load, rather than failing for what it cannot help. A name that failed fails
 fast, with the same error, for `failure_ttl_s`; all that is kept of it is that one entry
 in a bounded LRU. What may be loaded, and how, is `loading.py`; decoding is
 `detokenize.py`.
@@ -11,6 +14,7 @@ in a bounded LRU. What may be loaded, and how, is `loading.py`; decoding is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import threading
@@ -18,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from judge_service.errors import TokenizerError, UnavailableError
@@ -27,7 +31,9 @@ from judge_service.trace.loading import (
     HUB_TIMEOUT_S,
     Source,
     TokenizerPolicy,
+    auto_tokenizer,
     check_name,
+    imported,
     load_hf,
     shown,
     trusted_source,
@@ -62,8 +68,15 @@ class _Load:
     """A load in flight, shared by every request for its name until it ends."""
 
     future: Future[LoadedTokenizer]
-    deadline: float  # waiters give up then (the load itself goes on); inf: no deadline
+    timeout: float | None  # waiters give up this long after the clock starts; None: never
     hub: bool  # from the hub, not a local directory
+    # The deadline (time.monotonic(); inf: none), set when transformers is imported.
+    clock: Future[float] = field(default_factory=Future)
+
+    def start_clock(self) -> None:
+        if not self.clock.done():
+            timeout = self.timeout
+            self.clock.set_result(math.inf if timeout is None else time.monotonic() + timeout)
 
 
 class TokenizerCache:
@@ -139,7 +152,7 @@ class TokenizerCache:
         if isinstance(joined, LoadedTokenizer):
             return joined
         try:
-            return joined.future.result(timeout=self._remaining(joined))
+            return joined.future.result(timeout=_remaining(joined.clock.result()))
         except TimeoutError:
             raise self._still_loading(name, field) from None
         except _LoadFailed as exc:
@@ -155,8 +168,9 @@ class TokenizerCache:
         # Read its outcome even when nobody awaits it any more (this caller timed out):
         # else asyncio logs "exception was never retrieved" for every failed load.
         shared.add_done_callback(_retrieve)
+        deadline = await asyncio.wrap_future(joined.clock)
         try:
-            return await asyncio.wait_for(asyncio.shield(shared), self._remaining(joined))
+            return await asyncio.wait_for(asyncio.shield(shared), _remaining(deadline))
         except TimeoutError:
             raise self._still_loading(name, field) from None
         except _LoadFailed as exc:
@@ -198,10 +212,12 @@ class TokenizerCache:
                     field=field,
                     retry_after_s=_RETRY_LOADING_S,
                 )
-            timeout = self._load_timeout_s
-            deadline = math.inf if timeout is None else now + timeout
-            load = _Load(Future(), deadline, hub=not source.local)
+            load = _Load(Future(), self._load_timeout_s, hub=not source.local)
+            # Running: a waiter that gives up (its task cancelled) cannot cancel them.
             load.future.set_running_or_notify_cancel()
+            load.clock.set_running_or_notify_cancel()
+            if imported():
+                load.start_clock()
             self._loading[name] = load
         thread = threading.Thread(
             target=self._load, args=(name, source, load), name="tokenizer-load", daemon=True
@@ -214,6 +230,11 @@ class TokenizerCache:
         hub_timeout = min(HUB_TIMEOUT_S, self._load_timeout_s or HUB_TIMEOUT_S)
         loaded: LoadedTokenizer | None = None
         failure: _Failure | None = None
+        # The one import of transformers, waited for if under way; if it fails, load_hf
+        # tries it again below and this load reports what failed.
+        with contextlib.suppress(Exception):
+            auto_tokenizer()
+        load.start_clock()
         try:
             hf = load_hf(source, name, offline=self._offline, hub_timeout_s=hub_timeout)
             loaded = LoadedTokenizer(name, hf)
@@ -244,11 +265,6 @@ class TokenizerCache:
     def _failure(self, unavailable: bool, message: str) -> _Failure:
         return _Failure(unavailable, message, time.monotonic() + self._failure_ttl_s)
 
-    def _remaining(self, load: _Load) -> float | None:
-        if math.isinf(load.deadline):
-            return None
-        return max(0.0, load.deadline - time.monotonic())
-
     def _error(self, failure: _Failure, field: str) -> TokenizerError | UnavailableError:
         if not failure.unavailable:
             return TokenizerError(failure.message, field=field)
@@ -263,6 +279,12 @@ class TokenizerCache:
             field=field,
             retry_after_s=_RETRY_LOADING_S,
         )
+
+
+def _remaining(deadline: float) -> float | None:
+    if math.isinf(deadline):
+        return None
+    return max(0.0, deadline - time.monotonic())
 
 
 def _retrieve(future: asyncio.Future[LoadedTokenizer]) -> None:

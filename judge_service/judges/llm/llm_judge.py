@@ -15,15 +15,14 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from judge_service.config import Settings
 from judge_service.errors import InputError, JudgeError
 from judge_service.judges.base import Judge, JudgeLimits, JudgeOutcome, JudgeRequest, SpanCheck
-from judge_service.judges.llm.anthropic_provider import AnthropicProvider
 from judge_service.judges.llm.conversation import Prompt, ToolSpec
 from judge_service.judges.llm.json_mode import with_tool_mode
 from judge_service.judges.llm.loop import LoopConfig, ToolLoop
-from judge_service.judges.llm.openai_provider import OpenAIProvider
 from judge_service.judges.llm.pricing import PriceTable
 from judge_service.judges.llm.prompt import PromptSet, canonical_json
 from judge_service.judges.llm.provider import Provider
@@ -42,6 +41,10 @@ from judge_service.tools.trace_tools import (
     SubmitSpansTool,
     ViewTokensTool,
 )
+
+if TYPE_CHECKING:  # the vendor SDKs load when a provider is built (`_provider_class`)
+    from judge_service.judges.llm.anthropic_provider import AnthropicProvider
+    from judge_service.judges.llm.openai_provider import OpenAIProvider
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +201,20 @@ def _rate_limit(
     return spec, None, None, None
 
 
+def _provider_class(kind: str) -> type[AnthropicProvider] | type[OpenAIProvider]:
+    """The provider class of `kind`, its vendor SDK imported only now: ``anthropic`` and
+    ``openai`` take seconds to import, and a server judging with rules never needs them."""
+    if kind == "anthropic":
+        from judge_service.judges.llm.anthropic_provider import AnthropicProvider
+
+        return AnthropicProvider
+    if kind == "openai":
+        from judge_service.judges.llm.openai_provider import OpenAIProvider
+
+        return OpenAIProvider
+    raise InputError(f"unknown LLM provider {kind!r}", field="options.judge")
+
+
 def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
     """``anthropic:<model>`` or ``openai:<model>`` configured from the settings."""
     if not model:
@@ -205,13 +222,7 @@ def build_llm_judge(kind: str, model: str, settings: Settings) -> LLMJudge:
     spec = f"{kind}:{model}"
     quota, rpm, tpm, concurrency = _rate_limit(settings, spec, kind)
     tools = default_tools(settings)
-    provider_classes: dict[str, type[AnthropicProvider] | type[OpenAIProvider]] = {
-        "anthropic": AnthropicProvider,
-        "openai": OpenAIProvider,
-    }
-    provider_class = provider_classes.get(kind)
-    if provider_class is None:
-        raise InputError(f"unknown LLM provider {kind!r}", field="options.judge")
+    provider_class = _provider_class(kind)
     wire = wire_options(settings, kind, spec, [SUBMIT_SPANS, *(t.name for t in tools)])
     base_url = provider_class.configured_base_url(settings)
     limiter = shared_limiter(quota, base_url or "", rpm, tpm, concurrency)
