@@ -6,14 +6,20 @@ JUDGE_MAX_GROUP_SIZE (16) rollouts of JUDGE_MAX_TOKENS_PER_GROUP / 16 tokens eac
 (524,288 / 16 = 32,768), their results in the `dense` encoding (credit and advantage,
 one JSON float per token, the largest form: about 1.4 MB a rollout, 22 MB the group); and
 the other extreme, --size 4 rollouts of 131,072 tokens (JUDGE_MAX_TOKENS_PER_ROLLOUT),
-about 5.4 MB a result. The worker writes a group as `jobs.groups.deliver_group` does:
-its results provisionally, in transactions of at most MEMBER_CHUNK_BYTES (HSET, guarded
-by WATCH: `jobs.group_queue.write_members`), then one commit that copies no result
-(FINISH_GROUP). Each call's time inside Redis is read from Redis's own SLOWLOG
-(threshold 0, microseconds; a transaction's time is its EXEC's), and a separate thread
-PINGs Redis every millisecond throughout, to see the stall other clients see. For
-comparison, the same results written as one Lua script call (what a single atomic write
-of the group would cost). Target: every call under 5 ms.
+about 5.4 MB a result; and the most rollouts a group may have, --size 256 (the bound of
+JUDGE_MAX_GROUP_SIZE) --tokens 524288. The worker writes a group as
+`jobs.groups.deliver_group` does: its results provisionally, a result longer than
+`jobs.parts.PART_BYTES` in parts, in transactions of at most `jobs.parts.CALL_BYTES`
+(HSET, guarded by WATCH: `jobs.group_queue.write_members`), then one commit that copies
+no result (FINISH_GROUP). Each group is written twice, as when a worker paused past its
+lease is taken over: a first holder writes every result, a second begins the group again
+(BEGIN drops the first's results and parts) and writes and commits it; then the results
+are read back as a results page reads them (`result_slice`, checked equal). Each call's
+time inside Redis is read from Redis's own SLOWLOG (threshold 0, microseconds; a
+transaction's time is the sum of its commands'), and a separate process PINGs Redis every
+millisecond throughout, to see the stall other clients see. For comparison, the same
+results written as one Lua script call (what a single atomic write of the group would
+cost). Target: every call under 5 ms.
 
 A private redis-server (no persistence) on a free port, so that no other client's
 commands mix into the log.
@@ -46,8 +52,8 @@ import redis  # noqa: E402
 
 from judge_service import credit as credit_mod  # noqa: E402
 from judge_service.jobs import scripts  # noqa: E402
-from judge_service.jobs.groups import MEMBER_CHUNK_BYTES, byte_chunks  # noqa: E402
 from judge_service.jobs.model import GroupWrite  # noqa: E402
+from judge_service.jobs.parts import CALL_BYTES, PART_BYTES  # noqa: E402
 from judge_service.jobs.queue import RedisJobStore  # noqa: E402
 from judge_service.schemas import Options, Result, SpanOut  # noqa: E402
 from judge_service.store.redis_store import RedisStore  # noqa: E402
@@ -94,8 +100,9 @@ def ping(port: int, on: Any, done: Any, slowest: Any) -> None:
 
 
 async def one_group(jobs: RedisJobStore, results: list[str], whole: Any) -> None:
-    """Create, claim and begin a one-group job, then write the group: as the worker does,
-    or (`whole`, a registered script) all its results in one script call."""
+    """Create, claim and begin a one-group job, then write the group: as the worker does
+    (taken over once, then committed and read back), or (`whole`, a registered script)
+    all its results in one script call."""
     size = len(results)
     ids = [f"r{i}" for i in range(size)]
     payloads = [json.dumps({"rollout": {"id": i}}) for i in ids]
@@ -103,17 +110,21 @@ async def one_group(jobs: RedisJobStore, results: list[str], whole: Any) -> None
     options = Options(judge="rules", groupwise=True).model_dump_json(exclude_none=True)
     members = dict.fromkeys(range(1, size), 0)
     job_id, _ = await jobs.create("t", None, "fp", options, ids, payloads, members)
-    (entry,) = await jobs.claim("bench", size, block_s=1.0)
-    assert (await jobs.begin(entry, "bench", 3)).kind == "go"
+    (entry,) = await jobs.claim("first", size, block_s=1.0)
+    assert (await jobs.begin(entry, "first", 3)).kind == "go"
     writes = list(enumerate(results))
     if whole is not None:
         out = jobs.keys.job(job_id, "out")
         await whole(keys=[out], args=[x for write in writes for x in write])
+        await jobs.ack(entry)  # not left pending for the next group's taker to find
         return
-    for chunk in byte_chunks(writes, MEMBER_CHUNK_BYTES):
-        assert await jobs.write_members(entry, "bench", chunk) == 1
+    assert await jobs.write_members(entry, "first", writes) == 1
+    (taken,) = await jobs.reclaim("second", min_idle_s=0.0, count=size)
+    assert (await jobs.begin(taken, "second", 3)).kind == "go"
+    assert await jobs.write_members(taken, "second", writes) == 1
     commit: list[GroupWrite] = [(i, None, "done") for i in range(size)]
-    assert await jobs.finish_group(entry, commit, '{"group_id":"g","block":{}}', holder="bench")
+    assert await jobs.finish_group(taken, commit, '{"group_id":"g","block":{}}', holder="second")
+    assert await jobs.result_slice(job_id, 0, size) == results
 
 
 # The whole group in one script call, for comparison.
@@ -124,14 +135,17 @@ async def run(args: argparse.Namespace, port: int) -> None:
     raw = redis.Redis(port=port, decode_responses=True)
     raw.config_set("slowlog-log-slower-than", 0)
     raw.config_set("slowlog-max-len", 10_000)
-    finish = hashlib.sha1(scripts.FINISH_GROUP.encode()).hexdigest()
-    one_call = hashlib.sha1(ONE_CALL.encode()).hexdigest()
+    names = {
+        hashlib.sha1(scripts.FINISH_GROUP.encode()).hexdigest(): "FINISH_GROUP (the commit)",
+        hashlib.sha1(scripts.BEGIN.encode()).hexdigest(): "BEGIN (the taker's: drops parts)",
+        hashlib.sha1(ONE_CALL.encode()).hexdigest(): "one script with every result",
+    }
     rng = np.random.default_rng(0)
     per = args.tokens // args.size
     results = [result_json(f"r{i}", per, rng) for i in range(args.size)]
     total = sum(len(r) for r in results)
     print(f"group of {args.size} x {per:,} tokens, dense: {total / 1e6:.1f} MB of results;")
-    print(f"written in transactions of at most {MEMBER_CHUNK_BYTES / 1e6:.1f} MB")
+    print(f"parts of at most {PART_BYTES / 1e6:.1f} MB, calls of {CALL_BYTES / 1e6:.1f} MB")
     store = RedisStore(f"redis://127.0.0.1:{port}/0", prefix="bench", cache_ttl_s=600)
     jobs = RedisJobStore(store.conn, ttl_s=600)
     await jobs.ensure_queue()
@@ -149,8 +163,8 @@ async def run(args: argparse.Namespace, port: int) -> None:
                 on.set()
                 await one_group(jobs, results, how)
                 on.clear()
-                for name, ms in calls(raw.slowlog_get(10_000), finish, one_call):
-                    if how is None or not name.startswith("write_members"):  # not the script's
+                for name, ms in calls(raw.slowlog_get(10_000), names):
+                    if how is None or name.startswith("one script"):
                         rows.setdefault(f"{label}: {name}", []).append(ms)
             rows.setdefault(f"{label}: slowest PING seen", []).append(slowest.value)
             slowest.value = 0.0
@@ -167,28 +181,30 @@ async def run(args: argparse.Namespace, port: int) -> None:
         print(f"| {name} | {len(values)} | {median:.2f} | {p95:.2f} | {max(values):.2f} |")
 
 
-def calls(log: list[dict[str, Any]], finish: str, one_call: str) -> list[tuple[str, float]]:
-    """The group's writes from a SLOWLOG, oldest first, as (call, ms). A transaction's
+def calls(log: list[dict[str, Any]], names: dict[str, str]) -> list[tuple[str, float]]:
+    """The group's calls from a SLOWLOG, oldest first, as (call, ms). A transaction's
     commands are logged one by one as EXEC runs them (EXEC itself is not), so nothing
-    comes between them: a run of HSET and EXPIRE from an HSET of `out` is one, summed.
-    A script is one entry."""
+    comes between them: a run of HSET and EXPIRE of the job's results is one, summed. A
+    script is one entry; a read is an HMGET of the results or of their parts."""
     found: list[tuple[str, float]] = []
-    names = {finish: "FINISH_GROUP (the commit)", one_call: "one script with every result"}
     open_at: int | None = None
     for item in reversed(log):
         command = item["command"]
         command = command.decode() if isinstance(command, bytes) else command
         words, ms = command.split(), item["duration"] / 1000
-        if words[0] == "HSET" and words[1].endswith(":out"):
-            found.append(("write_members (one transaction)", ms))
-            open_at = len(found) - 1
-        elif words[0] in ("HSET", "EXPIRE") and open_at is not None:
-            found[open_at] = (found[open_at][0], found[open_at][1] + ms)
-        else:
-            open_at = None
-            name = names.get(words[1]) if words[0] == "EVALSHA" else None
-            if name:
-                found.append((name, ms))
+        suffix = words[1].rsplit(":", 1)[-1] if len(words) > 1 else ""
+        if words[0] in ("HSET", "EXPIRE") and suffix in ("out", "parts", "prov"):
+            if open_at is None:
+                found.append(("write_members (one transaction)", ms))
+                open_at = len(found) - 1
+            else:
+                found[open_at] = (found[open_at][0], found[open_at][1] + ms)
+            continue
+        open_at = None
+        if words[0] == "HMGET" and suffix in ("out", "parts"):
+            found.append((f"read back (HMGET {suffix})", ms))
+        elif words[0] == "EVALSHA" and words[1] in names:
+            found.append((names[words[1]], ms))
     return found
 
 

@@ -53,6 +53,7 @@ class Judgment:
     transcript: list[dict[str, Any]] | None = None  # kept when the judging request asked
     rollout_id: str = ""  # of the request that judged it (a hit answers with its own id)
     source: TraceSource | None = None  # the text and char ranges its HTML view paints
+    session: str | None = None  # the group session that made it (`group.cached`)
 
     def dumps(self) -> str:
         return json.dumps(
@@ -68,6 +69,7 @@ class Judgment:
                 "transcript": self.transcript,
                 "rollout_id": self.rollout_id,
                 "source": None if self.source is None else self.source.as_dict(),
+                "session": self.session,
             },
             separators=(",", ":"),
             ensure_ascii=False,
@@ -90,6 +92,7 @@ class Judgment:
             rollout_id=str(stored.get("rollout_id", "")),
             # None for a judgment stored before the text was kept: its view says so
             source=TraceSource.from_dict(stored["source"]) if stored.get("source") else None,
+            session=stored.get("session"),
         )
 
 

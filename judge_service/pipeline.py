@@ -53,7 +53,7 @@ from judge_service.schemas import (
 )
 from judge_service.spans import Span
 from judge_service.store import Store
-from judge_service.store.cache import CacheState, JudgmentCache
+from judge_service.store.cache import CacheState, JudgmentCache, Looked
 from judge_service.trace import Trace
 from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.markers import marked_view
@@ -191,13 +191,15 @@ class Engine:
         extra: Callable[[Trace, Sequence[Span]], list[Span]] | None = None,
         using: Judge | None = None,
         alone: bool = True,
+        looked: Looked | None = None,
     ) -> tuple[Result, FloatArray | None]:
         """`extra`: the judge's accepted spans as the service settles them with its own (a
         group's divergence points, made from the decoded trace); the cached judgment stays
         the judge's own, as it is for any group. `using`: the judge to run instead of the
         options' (a group session's share for this rollout). `alone`: judged outside a
         group, so a `reference_solution` gives the rollout its point here (a group's
-        points already read it)."""
+        points already read it). `looked`: the cache as the caller read it, instead of
+        reading it here (a group's members, served only as one session's set)."""
         began = time.perf_counter()
         resolved = resolve(options, self.settings)
         if resolved.kappa_mode == "relative" and advantage is None:
@@ -216,16 +218,12 @@ class Engine:
             len(rollout.response_token_ids),
             functools.partial(self.decode, rollout, field, tokenizer),
         )
-        key = cache_key(
-            rollout,
-            rollout.tokenizer or self.settings.default_tokenizer or "",
-            judge,
-            resolved,
-            trace.token_ids,
-        )
+        key = self.key_of(rollout, judge, resolved, trace)
         judgment: Judgment | None = None
         cache_state: CacheState | None = None
-        if self.cache is not None:
+        if looked is not None:
+            judgment, cache_state = looked.judgment, looked.state
+        elif self.cache is not None:
             if resolved.use_cache:
                 judgment, cache_state = await self.cache.lookup(self.tenant, key)
             else:
@@ -237,10 +235,11 @@ class Engine:
         hit = judgment is not None
         if judgment is None:
             judgment = await self._run_judge(rollout, trace, judge, resolved, began)
+            if looked is not None:
+                judgment = replace(judgment, session=looked.session)
             if self.cache is not None and cache_state == "miss":
-                cache_state = await self.cache.save(
-                    self.tenant, key, judgment, replace=lacks_transcript
-                )
+                fresh = lacks_transcript or looked is not None  # over a partial set's
+                cache_state = await self.cache.save(self.tenant, key, judgment, replace=fresh)
         if alone and extra is None:
             # Judged alone with a reference solution: the reference is a correct sibling,
             # and the rollout gets its divergence point as a group's member would.
@@ -292,6 +291,11 @@ class Engine:
                 resolved.label_scores,
             )
         return result, (None if result.status == "failed" else values)
+
+    def key_of(self, rollout: Rollout, judge: Judge, resolved: Resolved, trace: Trace) -> str:
+        """The cache key of `rollout` judged by `judge` (`resolve.cache_key`)."""
+        tokenizer = rollout.tokenizer or self.settings.default_tokenizer or ""
+        return cache_key(rollout, tokenizer, judge, resolved, trace.token_ids)
 
     async def _run_judge(
         self, rollout: Rollout, trace: Trace, judge: Judge, resolved: Resolved, began: float
@@ -444,13 +448,16 @@ class Engine:
         extra: Callable[[Trace, Sequence[Span]], list[Span]] | None = None,
         using: Judge | None = None,
         alone: bool = True,
+        looked: Looked | None = None,
     ) -> tuple[Result, FloatArray | None]:
         """`judge_one` with its credit array, every failure turned into a ``failed`` result
-        (`extra`, `using`, `alone`: as for `_judge`)."""
+        (`extra`, `using`, `alone`, `looked`: as for `_judge`)."""
         try:
             if advantage is not None:
                 advantage.check()  # an overflowing group fails before a judge is paid
-            return await self._judge(rollout, options, advantage, field, extra, using, alone)
+            return await self._judge(
+                rollout, options, advantage, field, extra, using, alone, looked
+            )
         except InputError as exc:
             error = f"{exc.field}: {exc.message}"
         except UnavailableError as exc:

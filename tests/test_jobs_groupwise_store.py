@@ -181,7 +181,7 @@ async def test_a_released_group_is_queued_again_whole(jobs: JobStore) -> None:
     leader, _ = await jobs.claim("w1", 10, block_s=0.1)
     await jobs.begin(leader, "w1", 3)
     await jobs.write_members(leader, "w1", [(1, "{}")])
-    await jobs.release(leader)  # its worker stops before committing it
+    await jobs.release(leader, "w1")  # its worker stops before committing it
     assert await _running(jobs, job_id) == 0
     assert await jobs.result_slice(job_id, 0, 3) == [None] * 3  # the provisional one dropped
     (again,) = [e for e in await jobs.claim("w2", 10, block_s=0.1) if e.index == 0]

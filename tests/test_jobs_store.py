@@ -133,7 +133,7 @@ async def test_a_released_entry_is_queued_again_without_counting_the_delivery(
     await _create(jobs, n=1)
     (entry,) = await jobs.claim("stopping", 1, block_s=0.1)
     await jobs.begin(entry, "stopping", 3)
-    await jobs.release(entry)
+    await jobs.release(entry, "stopping")
     assert await jobs.pending() == 0
     (again,) = await jobs.claim("next", 1, block_s=0.5)
     assert again.index == 0 and again.id != entry.id

@@ -37,6 +37,7 @@ import numpy as np
 from judge_service import credit as credit_mod
 from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.errors import InputError, LimitError
+from judge_service.group.cached import one_session
 from judge_service.group.divergence import Divergence, Member, divergences
 from judge_service.group.reading import GroupReader, Shown
 from judge_service.group.scores import preferences_of_ranking, relative_scores, score_credits
@@ -147,6 +148,8 @@ async def judging(
     )
     reader = _reader(engine, rollouts, members, points, resolved)
     sources = {i: s for i, s in enumerate(same_as) if s is not None}
+    # One session's judgments or none: a partial or mixed cached set is judged afresh.
+    looked = await one_session(engine, reader, rollouts, resolved, sources) if reader else {}
 
     async def judge(i: int) -> Judged:
         point = by_rollout.get(i)
@@ -160,6 +163,7 @@ async def judging(
             extra=extra,
             using=using,
             alone=False,  # the group's points read its reference solutions already
+            looked=looked.get(i),
         )
 
     unique = [i for i, s in enumerate(same_as) if s is None]

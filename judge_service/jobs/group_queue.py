@@ -6,21 +6,24 @@ A group's results are its largest write: up to JUDGE_MAX_TOKENS_PER_GROUP tokens
 dense credit and advantage, about 40 bytes a token. A Lua script copies each argument
 twice (into Lua, then into Redis), about 1 ms a megabyte, and holds Redis all the while.
 So the results are written by plain HSET, which copies once (about 0.5 ms a megabyte),
-in transactions of at most MEMBER_CHUNK_BYTES, each guarded by WATCH on the group's
-`hold` key (which BEGIN sets to its holder, and RELEASE and the commit delete): a worker
-that lost the group writes nothing. Each result is tagged with its writer in `prov`, and
-the commit, which copies nothing, checks the tags. Measured: bench/bench_group_write.py."""
+a result longer than `jobs.parts.PART_BYTES` in parts, in transactions of at most
+`jobs.parts.CALL_BYTES`, each guarded by WATCH on the group's `hold` key (which BEGIN sets
+to its holder, and RELEASE and the commit delete): a worker that lost the group writes
+nothing, even when the group changes hands between the check and the EXEC. Each result is
+tagged with its writer in `prov`, and the commit, which copies nothing, checks the tags.
+Measured: bench/bench_group_write.py."""
 
 from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from redis import exceptions as redis_errors
 
 from judge_service.jobs.model import Entry, GroupWrite
+from judge_service.jobs.parts import Batch, batches
 from judge_service.store.redis_conn import GROUP, Keys, RedisConnection
 
 
@@ -29,6 +32,9 @@ class RedisGroupWrites(ABC):
     keys: Keys
     ttl_s: int
     _finish_group: Any  # the registered script
+    # Tests only: awaited between a write's WATCHed check of the holder and its EXEC, where
+    # a takeover must make the EXEC fail (tests/test_jobs_handover.py).
+    before_exec: Callable[[], Awaitable[None]] | None = None
 
     @abstractmethod
     def _job_keys(self, job_id: str) -> list[str]:
@@ -56,19 +62,32 @@ class RedisGroupWrites(ABC):
     async def write_members(
         self, entry: Entry, consumer: str, writes: Sequence[tuple[int, str]]
     ) -> int:
+        for batch in batches(writes):  # each a bounded transaction (`jobs.parts`)
+            written = await self._write_batch(entry, consumer, batch)
+            if written <= 0:
+                return written
+        return 1
+
+    async def _write_batch(self, entry: Entry, consumer: str, batch: Batch) -> int:
         job, hold = self.keys.job(entry.job), self.keys.job(entry.job, f"hold:{entry.index}")
         out, prov = self.keys.job(entry.job, "out"), self.keys.job(entry.job, "prov")
+        parts = self.keys.job(entry.job, "parts")
 
         async def write(r: Any) -> int:
             async with r.pipeline(transaction=True) as pipe:
                 await pipe.watch(hold)
                 if await pipe.get(hold) != consumer:  # taken over, released or committed
                     return 0 if await pipe.exists(job) else -1
+                if self.before_exec is not None:
+                    await self.before_exec()
                 pipe.multi()
-                pipe.hset(out, mapping={str(i): result for i, result in writes})
-                pipe.hset(prov, mapping={str(i): consumer for i, _ in writes})
-                pipe.expire(out, self.ttl_s)
-                pipe.expire(prov, self.ttl_s)
+                for key, mapping in ((parts, batch.parts), (out, batch.out)):
+                    if mapping:
+                        pipe.hset(key, mapping=mapping)
+                        pipe.expire(key, self.ttl_s)
+                if batch.tagged:  # with a result's last part: a tagged one has them all
+                    pipe.hset(prov, mapping=dict.fromkeys(batch.tagged, consumer))
+                    pipe.expire(prov, self.ttl_s)
                 await pipe.execute()
                 return 1
 

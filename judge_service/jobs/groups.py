@@ -10,18 +10,20 @@ Beginning the leader's entry marks the whole group running under the worker's na
 makes it the group's *holder* (a cancel leaves the group to it; workers claim a group by
 the judging slots its members hold, `jobs.claims`). The worker reads every member's
 payload and judges the group as `/v1/judge/group` does. It writes the results
-*provisionally*, at most MEMBER_CHUNK_BYTES per call (`JobStore.write_members`: hidden
-from pages and counts, written only while it holds the group, each tagged with its
-writer), then commits the group in one atomic step that copies no result: every result
-counted, the group's block and the entry's acknowledgement (`JobStore.finish_group`,
-which checks that it still holds the group and wrote every result). A page stops at the
-first rollout without a result and the leader is the group's first, so no page ever shows
-part of a group. A worker that dies before the commit leaves the entry pending and
-nothing of the group committed; whoever takes it over judges the group again, whole
-(judgments already cached are served from the cache), and its results replace the
-provisional ones. One that was only paused past its lease and comes back writes and
-commits nothing: every result of a group comes from one judging. A leader that reaches
-the delivery limit dead-letters the group whole.
+*provisionally* (`JobStore.write_members`: hidden from pages and counts, written only
+while it holds the group, each tagged with its writer; on Redis in transactions of a
+bounded size, a long result in parts, `jobs.parts`), then commits the group in one atomic
+step that copies no result: every result counted, the group's block and the entry's
+acknowledgement (`JobStore.finish_group`, which checks that it still holds the group and
+wrote every result). A page stops at the first rollout without a result and the leader is
+the group's first, so no page ever shows part of a group. A worker that dies before the
+commit leaves the entry pending and nothing of the group committed; whoever takes it over
+begins the group again (the earlier provisional results dropped) and judges it whole. Its
+judgments all come from one session: the cached ones only when every member's is cached
+from one session, else all afresh (`group.cached`). One that was only paused past its
+lease and comes back writes and commits nothing, nor releases the taker's entry: every
+result of a group comes from one judging. A leader that reaches the delivery limit
+dead-letters the group whole.
 
 The block is kept as a *group record*, `{"group_id", "block"}`, by the leader's index: a
 results page carries the blocks of the groups whose leader is on it (`groups`).
@@ -41,11 +43,6 @@ from judge_service.schemas import GroupBlock, Options, Result, Rollout
 from judge_service.wire_json import dump_json_str
 
 GROUP_KEY = "group"  # the leader payload's list of the group's indices
-# Result bytes per `write_members` call: Redis stores about 2 MB a millisecond by HSET
-# (jobs.group_queue), so a call holds it about a millisecond, where a maximal group's
-# results at once (16 x 32k tokens, dense: 22 MB) would hold it for tens
-# (bench/bench_group_write.py). A result larger than this is written alone.
-MEMBER_CHUNK_BYTES = 2 << 20
 
 
 def groups_of(rollouts: Sequence[Rollout]) -> list[list[int]]:
@@ -111,19 +108,6 @@ def writes(indices: Sequence[int], results: Sequence[Result]) -> list[tuple[int,
     return out
 
 
-def byte_chunks(writes: Sequence[tuple[int, str]], limit: int) -> list[list[tuple[int, str]]]:
-    """`writes` in consecutive chunks of at most `limit` result bytes (or one result)."""
-    chunks: list[list[tuple[int, str]]] = []
-    size = limit
-    for write in writes:
-        if size + len(write[1]) > limit:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(write)
-        size += len(write[1])
-    return chunks
-
-
 async def deliver_group(
     jobs: JobStore,
     engine: Engine,
@@ -133,19 +117,19 @@ async def deliver_group(
     options: Options,
 ) -> int:
     """A worker's delivery of a leader's entry: judge its whole group, write its members'
-    results provisionally, a bounded size per call, then commit the group whole with the
+    results provisionally (bounded calls), then commit the group whole with the
     leader's result and acknowledgement. How many rollouts it judged."""
     stored = await until_ok(lambda: jobs.payloads(entry.job, indices))
     if any(p is None for p in stored):  # the job ended (cancelled, expired) meanwhile
         await until_ok(lambda: jobs.ack(entry))
         return 0
     results, record = await judged_group(engine, stored, indices, options)
-    for chunk in byte_chunks([(i, data) for i, data, _ in results], MEMBER_CHUNK_BYTES):
-        written = await until_ok(functools.partial(jobs.write_members, entry, consumer, chunk))
-        if written < 0:  # the job is gone
-            await until_ok(lambda: jobs.ack(entry))
-        if written <= 0:  # or the group is not this worker's any more: leave it to its holder
-            return len(results)
+    members = [(i, data) for i, data, _ in results]
+    written = await until_ok(functools.partial(jobs.write_members, entry, consumer, members))
+    if written < 0:  # the job is gone
+        await until_ok(lambda: jobs.ack(entry))
+    if written <= 0:  # or the group is not this worker's any more: leave it to its holder
+        return len(results)
     commit: list[GroupWrite] = [(i, None, kind) for i, _, kind in results]
     await until_ok(lambda: jobs.finish_group(entry, commit, record, holder=consumer))
     return len(results)

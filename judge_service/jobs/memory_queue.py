@@ -223,8 +223,10 @@ class MemoryJobStore(JobStore):
         if attempts > max_deliveries:
             return Begin("dead", attempts=attempts - 1, last_error=job.errors.get(entry.index))
         job.run[entry.index] = consumer
-        for member in job.groups.get(entry.index, ()):
+        for member in (entry.index, *job.groups.get(entry.index, ())):
             if member not in job.out or member in job.run:
+                if member in job.prov:  # an earlier holder's: the group is judged again
+                    del job.out[member], job.prov[member]
                 job.run[member] = consumer
         if job.status == "queued":
             job.status = "running"
@@ -334,9 +336,11 @@ class MemoryJobStore(JobStore):
             job.payloads.clear()
             job.run.clear()
 
-    async def release(self, entry: Entry) -> None:
-        if self._pending.pop(entry.id, None) is None:
-            return
+    async def release(self, entry: Entry, consumer: str) -> bool:
+        held = self._pending.get(entry.id)
+        if held is None or held[1] != consumer:  # taken over: the taker's delivery
+            return False
+        del self._pending[entry.id]
         job = self._jobs.get(entry.job)
         if job is not None and not job.committed(entry.index):
             for index in (entry.index, *job.groups.get(entry.index, ())):
@@ -345,6 +349,7 @@ class MemoryJobStore(JobStore):
             job.tries[entry.index] = max(0, job.tries.get(entry.index, 0) - 1)
             self._new.append(self._entry(job, entry.index))
             self._event().set()
+        return True
 
     async def record_error(self, entry: Entry, error: str) -> None:
         job = self._jobs.get(entry.job)

@@ -350,9 +350,10 @@ class JobStore(ABC):
         index order (`jobs.groups.group_record`)."""
 
     @abstractmethod
-    async def release(self, entry: Entry) -> None:
-        """Give back an entry this worker will not finish (it is stopping): enqueue it
-        again for anyone, without counting the delivery."""
+    async def release(self, entry: Entry, consumer: str) -> bool:
+        """Give back an entry `consumer` will not finish (it is stopping): enqueue it again
+        for anyone, without counting the delivery. Nothing (False) when the entry is no
+        longer pending under `consumer`: taken over, it is the taker's delivery."""
 
     @abstractmethod
     async def record_error(self, entry: Entry, error: str) -> None:

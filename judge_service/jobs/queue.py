@@ -21,6 +21,8 @@ Keys beside those listed in `store.redis_conn` (``P`` is the prefix)::
     P:job:{id}:groups                 hash  leader index -> group record (`jobs.groups`)
     P:job:{id}:prov                   hash  index -> the consumer that wrote its provisional
                                             result (`jobs.group_queue`)
+    P:job:{id}:parts                  hash  <index>.<k> -> part k of a long group result
+                                            (`jobs.parts`; `out` holds its marker)
     P:job:{id}:hold:{leader}          string the consumer holding the group (BEGIN)
     P:jobs:creating                   zset  job id -> created_at, until all are queued
     P:jobs:{status}                   zset  job id -> when it got there; statuses:
@@ -257,6 +259,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
             *self.status_keys,
             job(job_id, "groups"),
             job(job_id, "prov"),
+            job(job_id, "parts"),
         ]
 
     async def take_over(
@@ -277,6 +280,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
         keys = [*(self.keys.job(entry.job, part) for part in parts), *self.status_keys]
         keys.append(self.keys.job(entry.job, "lead"))
         keys.append(self.keys.job(entry.job, f"hold:{entry.index}"))
+        keys += [self.keys.job(entry.job, "prov"), self.keys.job(entry.job, "parts")]
         args: list[str | int | float] = [
             entry.index,
             consumer,
@@ -316,7 +320,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
         written = await self.conn.run(lambda _: self._finish(keys=keys, args=args))
         return int(written) == 1
 
-    async def release(self, entry: Entry) -> None:
+    async def release(self, entry: Entry, consumer: str) -> bool:
         keys = [
             self.keys.stream,
             self.keys.job(entry.job),
@@ -326,9 +330,10 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
             self.keys.job(entry.job, "lead"),
             self.keys.job(entry.job, f"hold:{entry.index}"),
             self.keys.job(entry.job, "prov"),
+            self.keys.job(entry.job, "parts"),
         ]
-        args: list[str | int | float] = [entry.id, GROUP, entry.job, entry.index]
-        await self.conn.run(lambda _: self._release(keys=keys, args=args))
+        args: list[str | int | float] = [entry.id, GROUP, entry.job, entry.index, consumer]
+        return int(await self.conn.run(lambda _: self._release(keys=keys, args=args))) == 1
 
     async def record_error(self, entry: Entry, error: str) -> None:
         key = self.keys.job(entry.job, "errors")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from judge_service.jobs.model import JobRecord
+from judge_service.jobs.parts import CALL_BYTES, PART_BYTES, grouped, part_fields
 from judge_service.store.redis_conn import GROUP, Keys, RedisConnection
 
 
@@ -53,17 +54,50 @@ class RedisJobReads:
         fields = [str(i) for i in range(start, start + limit)]
         if not fields:
             return []
+        out, run = self.keys.job(job_id, "out"), self.keys.job(job_id, "run")
+        # A value in `out` is at most a part long, or a single rollout's whole result:
+        # a few per command keeps each read of long results bounded (`jobs.parts`).
+        per_call = max(1, CALL_BYTES // PART_BYTES)
 
         async def read(r: Any) -> list[Any]:
             async with r.pipeline(transaction=False) as pipe:
-                pipe.hmget(self.keys.job(job_id, "out"), fields)
-                pipe.hmget(self.keys.job(job_id, "run"), fields)
+                for names in grouped(fields, per_call):
+                    pipe.hmget(out, names)
+                pipe.hmget(run, fields)
                 result: list[Any] = await pipe.execute()
                 return result
 
-        values, running = await self.conn.run(read)
+        *values, running = await self.conn.run(read)
+        stored = [v for reply in values for v in reply]
         # A running index's result is a group member's provisional one (`write_members`).
-        return [None if held is not None else v for v, held in zip(values, running, strict=True)]
+        shown = [None if held is not None else v for v, held in zip(stored, running, strict=True)]
+        return await self._joined(job_id, start, shown, per_call)
+
+    async def _joined(
+        self, job_id: str, start: int, shown: list[str | None], per_call: int
+    ) -> list[str | None]:
+        """`shown` with each marker replaced by its result, read back part by part (None if a
+        part is missing: the job expired meanwhile)."""
+        wanted = {k: part_fields(start + k, v) for k, v in enumerate(shown)}
+        names = [name for found in wanted.values() if found for name in found]
+        if not names:
+            return shown
+        key = self.keys.job(job_id, "parts")
+
+        async def read(r: Any) -> list[Any]:
+            async with r.pipeline(transaction=False) as pipe:
+                for chunk in grouped(names, per_call):
+                    pipe.hmget(key, chunk)
+                result: list[Any] = await pipe.execute()
+                return result
+
+        read_back = [p for reply in await self.conn.run(read) for p in reply]
+        parts = dict(zip(names, read_back, strict=True))
+        for k, found in wanted.items():
+            if found:
+                pieces = [parts.get(name) for name in found]
+                shown[k] = None if None in pieces else "".join(pieces)  # type: ignore[arg-type]
+        return shown
 
     async def ids(self, job_id: str, start: int, stop: int) -> list[str]:
         values: list[str] = await self.conn.run(

@@ -253,7 +253,7 @@ class Worker:
             # Put it back at the end of the queue now, rather than leave it pending for the
             # reclaim time; if the store is down, the reclaim picks it up later anyway.
             try:
-                await self.jobs.release(entry)
+                await self.jobs.release(entry, self.config.name)
             except StoreUnavailable:
                 log.warning(
                     "could not release %s[%d]; it will be reclaimed", entry.job, entry.index
@@ -296,7 +296,7 @@ class Worker:
         # it back on the queue for another worker.
         log.error("%s[%d] keeps failing here; giving it back", entry.job, entry.index)
         with contextlib.suppress(StoreUnavailable):
-            await self.jobs.release(entry)
+            await self.jobs.release(entry, config.name)
 
     async def _deliver(self, entry: Entry) -> None:
         config = self.config

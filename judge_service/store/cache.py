@@ -13,6 +13,7 @@ permanent for that content.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Literal
 
 from judge_service.errors import StoreUnavailable
@@ -22,6 +23,17 @@ from judge_service.store.base import Store
 log = logging.getLogger(__name__)
 
 CacheState = Literal["hit", "miss", "bypass", "unavailable"]
+
+
+@dataclass(frozen=True)
+class Looked:
+    """A rollout's cache read by the caller (a group's members, read as one set:
+    `group.cached`): the judgment to serve (None: judge afresh), the state to report, and
+    the session id to stamp on a fresh judgment, which then replaces any stored one."""
+
+    judgment: Judgment | None
+    state: CacheState
+    session: str | None = None
 
 
 class JudgmentCache:
