@@ -72,7 +72,9 @@ def test_loops_through_function_imports_stay_inside_one_layer(found: layers.Repo
     # compiled module reaching back for its Python definition on first use.
     table = layers.qualified(layers.LAYERS)
     for loop in found.loops:
-        assert len({layer_index(module, table) for module in loop}) == 1, loop
+        assert len({layer_index(module, table) for module in loop}) == 1, (
+            f"an import loop across layers: {loop}; break it where it runs up a layer"
+        )
 
 
 def test_architecture_layers_section_is_rendered_from_the_tables() -> None:
@@ -153,12 +155,23 @@ def test_what_counts_as_an_import(tmp_path: Path) -> None:
                         return lambda: __import__("json")
                 """,
             "top.py": "",
+            "named.py": """\
+                import importlib
+                HOT = ("pkg.top", "pkg.lazy", "json")
+                def warm():
+                    for name in HOT:
+                        importlib.import_module(name)
+                """,
+            "just_a_string.py": 'LOGGER = "pkg.top"\n',  # no import_module: no import
             "typed.py": "",
             "runs.py": "",
             "tried.py": "",
             "in_class.py": "",
             "lazy.py": "",
             "native.pyx": """\
+                \"\"\"A compiled module.
+                from the docs: a line of prose that starts like an import
+                \"\"\"
                 from libc.stdint cimport uint64_t
                 from pkg.top import (
                     helper,
@@ -177,6 +190,8 @@ def test_what_counts_as_an_import(tmp_path: Path) -> None:
         ("pkg.sub.mod", "pkg.tried", True),
         ("pkg.sub.mod", "pkg.in_class", True),  # a class body runs at import
         ("pkg.sub.mod", "pkg.lazy", False),
+        ("pkg.named", "pkg.top", False),  # by name, in a function
+        ("pkg.named", "pkg.lazy", False),
         ("pkg.native", "pkg.top", True),
         ("pkg.native", "pkg.lazy", False),
     }

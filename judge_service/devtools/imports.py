@@ -10,15 +10,17 @@ What counts:
   are compile-time and skipped);
 * an import is *top-level* when it runs as its module is imported: at module level,
   in a class body, in a ``try``/``if`` there; it is a *function* import when it sits in
-  a ``def`` or ``lambda`` (in a ``.pyx``, when it is indented). Imports under
+  a ``def`` (in a ``.pyx``, when it is indented). Imports under
   ``if TYPE_CHECKING:`` never run and are not counted;
 * ``from P import name`` goes to ``P.name`` when that is a module of the package, else
   to ``P``; an import of ``P.Q.R`` is an edge to ``P.Q.R`` only (Python also runs the
   parents' ``__init__``, but a package importing its own children would otherwise count
   as a cycle with every child that imports a sibling through it);
-* imports of modules outside the package are dropped, and so are imports by a name
-  computed at run time (``importlib.import_module(name)``): the table must place such
-  a module by hand (judge_service's ``heap.py`` sits with the servers that call it).
+* in a module that calls ``importlib.import_module`` (or ``__import__``), every string
+  that is the full name of one of the package's modules counts as an import by name,
+  in a function unless such a call runs at the top (a name built at run time, as
+  ``f"{__name__}.{module}"``, is not seen);
+* imports of modules outside the package are dropped.
 
 A cycle is a strongly connected component (more than one module, or a module importing
 itself) of the top-level edges: only those can meet a half-initialised module.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 __all__ = ["Import", "Layer", "cycles", "layer_index", "scan", "unassigned", "upward"]
@@ -71,22 +73,39 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
-def _statements(tree: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.stmt, bool]]:
-    """Every import statement below ``tree`` with whether it sits in a function."""
+def _nodes(tree: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.AST, bool]]:
+    """Every node below ``tree`` that can run, with whether it sits in a function."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             for other in node.orelse:  # the else branch does run
-                yield from _statements_of(other, in_function)
+                yield other, in_function
+                yield from _nodes(other, in_function)
             continue
-        yield from _statements_of(node, in_function)
-
-
-def _statements_of(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.stmt, bool]]:
-    if isinstance(node, ast.Import | ast.ImportFrom):
         yield node, in_function
-        return
-    inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-    yield from _statements(node, inner)
+        inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        yield from _nodes(node, inner)
+
+
+def _by_name(nodes: list[tuple[ast.AST, bool]], modules: Mapping[str, Path]) -> list[Import]:
+    """Imports by a module's name: where a module calls ``import_module`` (or
+    ``__import__``), each string in it that is the full name of one of the package's
+    modules, as a function import unless a call runs at the top."""
+    calls = [
+        in_function
+        for node, in_function in nodes
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__"))
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+        )
+    ]
+    if not calls:
+        return []
+    return [
+        Import("", node.value, node.lineno, not all(calls))
+        for node, _ in nodes
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules
+    ]
 
 
 def _targets(
@@ -127,7 +146,10 @@ def _pyx_tree(source: str) -> ast.Module:
         while text.count("(") > text.count(")") and i < len(lines):
             text += " " + lines[i].strip()
             i += 1
-        statement = ast.parse(text).body[0]
+        try:
+            statement = ast.parse(text).body[0]
+        except SyntaxError:  # prose in a docstring or comment that starts like one
+            continue
         ast.increment_lineno(statement, start)
         if line[:1].isspace():
             holder = ast.parse("def _():\n    pass").body[0]
@@ -148,10 +170,14 @@ def scan(root: Path, package: str | None = None) -> tuple[list[str], list[Import
         source = path.read_text(encoding="utf-8")
         tree = _pyx_tree(source) if path.suffix == ".pyx" else ast.parse(source, str(path))
         is_package = path.stem == "__init__"
-        for node, in_function in _statements(tree):
+        nodes = list(_nodes(tree))
+        for node, in_function in nodes:
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
             for target in _targets(node, name, is_package, files):
                 if target == package or target.startswith(package + "."):
                     edges.add(Import(name, _known(target, files), node.lineno, not in_function))
+        edges.update(replace(edge, importer=name) for edge in _by_name(nodes, files))
     return sorted(files), sorted(edges)
 
 

@@ -49,7 +49,7 @@ LAYERS: tuple[Layer, ...] = (
         "core",
         (
             *("bounds", "errors", "labels", "schemas", "client", "wire_json", "jsonl"),
-            *("offload", "metrics", "buckets"),
+            *("heap", "offload", "metrics", "buckets"),
         ),
     ),
     Layer("store", ("store",)),
@@ -73,8 +73,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("pipeline", ("pipeline",)),
     Layer("group judging", ("group.cached", "group.judge", "group.batch")),
     Layer("jobs", ("jobs",)),
-    # heap.py imports the hot path by name (importlib) before the servers freeze it.
-    Layer("api", ("api", "heap")),
+    Layer("api", ("api",)),
     Layer(
         "entry points",
         ("__main__", "cli", "integrations", "settings_doc", "devtools"),
@@ -87,6 +86,13 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the canary's record files, when set, are checked as the settings load, with"
         " eval's reader; in the validator, so config imports nothing above itself"
     ),
+    **{
+        ("heap", hot, "function"): (
+            "the servers' startup freeze imports the hot path by name, so that gc.freeze()"
+            " keeps it; belongs beside its callers, api/app.py and cli/worker.py"
+        )
+        for hot in ("judges.rules.rules_judge", "trace.tokenizer", "validate")
+    },
 }
 
 
