@@ -30,7 +30,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,17 +88,20 @@ def imported() -> bool:
     return _auto_tokenizer is not None
 
 
-def warm_up() -> threading.Thread:
+def warm_up(then: Callable[[], object] | None = None) -> threading.Thread:
     """Start importing transformers in a daemon thread, so that a server answers its
-    health checks at once and its first rollout does not pay the whole import. A load
-    that comes during the import waits for it (`auto_tokenizer`); a failed import is
-    logged here and raised again by the first load that tries it."""
+    health checks at once and its first rollout does not pay the whole import; `then`
+    runs in that thread after it. A load that comes during the import waits for it
+    (`auto_tokenizer`); a failed import is logged here and raised again by the first load
+    that tries it."""
 
     def run() -> None:
         try:
             auto_tokenizer()
         except Exception:
             log.exception("importing transformers failed")
+        if then is not None:
+            then()
 
     thread = threading.Thread(target=run, name="transformers-import", daemon=True)
     thread.start()
