@@ -120,6 +120,22 @@ def test_a_partial_parse_is_unknown_with_what_was_dropped(
         ("(1, 2)", "(3, 2)"),
         ("1, 234", "1234"),
         ("\\text{1, 234}", "1234"),
+        # a connective written against a number lists two values (math-verify: o*r, equal)
+        ("-1", "W(x)=1orW(x)=-1"),
+        ("7", "x=5orx=7"),
+        ("5", "x=5andx=7"),
+        # a chain's value is its last part; an item break ends a chain, prose is no head
+        ("5", "5 = \\zzz = 7"),
+        ("7", "x = 5, 6 = \\zzz = 7"),
+        ("7", "x = 5 \\text{ or } 6 = \\zzz = 7"),
+        ("7", "7 \\text{ if } n = \\zzz = 7"),
+        # a numeral in base b is compared only with one in base b
+        ("1112112_3", "1112112"),
+        ("1112112_3", "1121"),
+        ("1112112_3", "1112112_4"),
+        ("10_9", "5_9 + 5_9"),  # math-verify would add the digits in base ten
+        ("5_9 + 5_9", "10_9"),
+        ("2", "√4"),  # math-verify finds nothing in it, yet it is 2
     ],
 )
 def test_near_misses_are_never_equivalent(
@@ -136,12 +152,31 @@ def test_near_misses_are_never_equivalent(
         ("2\\mathrm{x}", "2\\mathrm{x}"),  # the same text, however little was parsed
         ("\\frac{2}{4}", "0.5"),
         ("1,234", "1234"),
+        ("1 = \\zzz = x = 0", "0"),  # a chain is its last part, as math-verify reads it
+        ("0", "y = \\zzz = x = 0"),
+        ("1112112_3", "\\boxed{1112112_{3}}"),  # one base: math-verify compares the digits
+        ("1121_{10}", "1121"),
     ],
 )
 def test_whole_parses_are_still_equivalent(
     checker: EquivalenceChecker, gold: str, pred: str
 ) -> None:
     assert checker.check(gold, pred).verdict == E_
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred"),
+    [
+        ("5", "x = \\zzz = 5 = 7"),  # the chain's value, 7, is compared
+        ("1112112_3", "1112122_3"),
+        ("2", "AZYUK2A"),  # one word of letters and digits: a code, not a number
+        ("7", "CO2"),
+    ],
+)
+def test_whole_answers_that_differ_are_not_equivalent(
+    checker: EquivalenceChecker, gold: str, pred: str
+) -> None:
+    assert checker.check(gold, pred).verdict == N
 
 
 async def test_the_tool_reports_the_partial_parse(checker: EquivalenceChecker) -> None:

@@ -35,6 +35,8 @@ v1, v2, a = Symbol("v_1"), Symbol("v_2"), Symbol("a")
         ("15\\mbox{ cm}^2", Integer(15)),  # a unit's power
         ("x = 1/3 \\approx 0.33", Eq(Symbol("x"), Rational(1, 3))),  # a closing approximation
         ("2,74", Float(2.74)),  # a decimal comma
+        ("x = 3 = 5", Integer(5)),  # a chain is its last part, as math-verify's tests read it
+        ("1 = \\zzz = x = 0", Integer(0)),
     ],
 )
 def test_what_annotates_a_value_is_not_left_out(text: str, form: object) -> None:
@@ -52,7 +54,8 @@ def test_what_annotates_a_value_is_not_left_out(text: str, form: object) -> None
         ("x \\approx 5, 7", Integer(5), "lists 2 items"),
         ("V_1:V_2 = 11:21 or 21:11", Eq(v1 / v2, Rational(11, 21)), "lists 2 items"),
         ("7 \\text{ if } n > 2", Integer(7), "leaves out 2, n"),  # a condition
-        ("x = 3 = 5", Integer(5), "leaves out 3"),  # a label holds no number
+        ("3 = 5", Integer(5), "leaves out 3"),  # a number is no label
+        ("x = 3 = 5 \\text{ or } 7", Integer(7), "lists 2 items"),  # a chain, then more
         ("a," * 7000 + "1", Integer(1), "items"),  # a chain of names is no label
         ("2\\,\\mathrm{e}", Integer(2), "leaves out e"),
     ],

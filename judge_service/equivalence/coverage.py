@@ -23,13 +23,18 @@ Digits it declines in mathematics (the items of ``1,2,3``, a subscript) are read
 ``2,74`` is read both as a decimal comma and as two items. What annotates the value is
 not looked for: a label (``x =``, ``x \\approx``, ``V_1:V_2 =``, ``(x, y) =``, ``W(n) =``,
 ``n is``), a unit's power (``\\mbox{ cm}^2``), a closing approximation (``1/3 \\approx
-0.33``). Words of two or more letters (``cm``, ``apples``, ``and``) and the contents of
-``\\text{}`` are read as units or prose, which math-verify drops on purpose. Signs
-and operators are not checked: a parse that keeps every number and name of the
-answer but misreads how they combine is a misreading, not a partial read.
+0.33``), the head of a chain of equalities (``1 = \\zzz = x =`` before ``0``: the value is
+its last part) and the base of a lone numeral (``1112112_3``; the worker compares it only
+with a numeral in the same base): `annotation`. ``or``/``and`` written against a number
+(``W(x)=1orW(x)=-1``) still lists two items. Words of two or more letters (``cm``,
+``apples``, ``and``) and the contents of ``\\text{}`` are read as units or prose, which
+math-verify drops on purpose. Signs and operators are not checked: a parse that keeps
+every number and name of the answer but misreads how they combine is a misreading, not a
+partial read.
 
-This module imports only the standard library and the reader; sympy is imported when a
-sympy form is walked, so the rules judge can share the rule without math-verify.
+This module imports only the standard library, the reader and `annotation`; sympy is
+imported when a sympy form is walked, so the rules judge can share the rule without
+math-verify.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from judge_service.equivalence.annotation import GLUED_CONNECTIVE, blank_chain_heads, without_base
 from judge_service.reading.numbers import read_numbers
 
 __all__ = ["DECIMAL_COMMA", "SPACED_GROUPS", "unaccounted"]
@@ -80,7 +86,7 @@ DECIMAL_COMMA = re.compile(r"(?<![\d.,])(\d+),(\d{1,2}|\d{4,})(?![\d.,])")
 SPACED_GROUPS = re.compile(r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])")
 # A comma between digits is a break unless the reader read the digits as one number (its
 # commas are gone by then); ``or``/``and`` between items too.
-_ITEM_BREAK = re.compile(r",|;|\band\b|\bor\b")
+_ITEM_BREAK = re.compile(rf",|;|\band\b|\bor\b|{GLUED_CONNECTIVE}")
 # A label names the value that follows it (``x =``, ``x \\approx``, ``V_1:V_2 =``, ``(x, y) =``,
 # ``W(n) =``, ``n is``): at the start, after an item break or an opening delimiter. math-verify
 # compares what follows, so the label's names and digits are not looked for in its parse.
@@ -89,7 +95,7 @@ _NAME = (
     r"(?:_\{[^{}]*\}|_[A-Za-z\d])?(?:\^\{[^{}]*\}|\^[A-Za-z\d])?(?:\s*\([^()]*\))?"
 )
 _LABEL = re.compile(
-    rf"(?:^|(?<=[,;$({{])|(?<=\\\()|(?<=\\\[)|(?<=\band)|(?<=\bor)|(?<=\\quad))(\s*"
+    rf"(?:^|(?<=[,;$({{])|(?<=\\\()|(?<=\\\[)|(?<=\band)|(?<=\bor)|(?<=\dand)|(?<=\dor)|(?<=\\quad))(\s*"
     rf"(?:{_NAME}(?:\s*+[:/,]\s*+{_NAME}){{0,5}}|\(\s*+{_NAME}(?:\s*+[,;]\s*+{_NAME}){{0,7}}\s*+\))"
     r"\s*+(?:\$\s*+)?(?:=|\\approx|\\simeq|\\sim|\bis\b|\bare\b)(?![=<>]))"
 )
@@ -180,8 +186,8 @@ def _numbers(text: str) -> list[tuple[str, tuple[frozenset[Fraction], ...]]]:
 def _unlabelled(text: str) -> str:
     """`text` without what annotates its value: labels (``x =``), a unit's power (the 2 of
     ``\\mbox{ cm}^2``), a closing approximation (``1/3 \\approx 0.33``)."""
-    text = _SPELLED_CONNECTIVE.sub(r" \1 ", _SPACED_GROUP.sub("{,}", text))
-    text = _UNIT_POWER.sub(r"\1", _APPROXIMATION.sub("", text))
+    text = _SPELLED_CONNECTIVE.sub(r" \1 ", _SPACED_GROUP.sub("{,}", without_base(text)))
+    text = blank_chain_heads(_UNIT_POWER.sub(r"\1", _APPROXIMATION.sub("", text)))
     return _LABEL.sub(lambda m: " " * len(m.group(1)), text)
 
 

@@ -18,6 +18,7 @@ import re
 import time
 from typing import Any
 
+from judge_service.equivalence.annotation import numeral_base
 from judge_service.equivalence.clock import compare_times
 from judge_service.equivalence.coverage import unaccounted
 from judge_service.equivalence.normalize import readings
@@ -25,6 +26,8 @@ from judge_service.equivalence.result import EquivalencePolicy, EquivalenceResul
 
 _MAX_FORM_CHARS = 500
 _OR = re.compile(r"\bor\b|\\lor(?![A-Za-z])|\\vee(?![A-Za-z])")
+# One word of letters and digits, with a run of two letters or more and a digit (``AZYUK2A``)
+_CODE = re.compile(r"(?=[A-Za-z\d]*[A-Za-z]{2})(?=[A-Za-z\d]*\d)[A-Za-z\d]{3,64}")
 
 
 def _alarm_seconds(budget_s: float, share: float) -> int:
@@ -160,17 +163,26 @@ def _whole_forms(name: str, text: str, forms: list[Any]) -> tuple[list[Any], str
 
 def _whole_reading(
     name: str, text: str, forms: list[Any], span: tuple[int, int, bool] | None
-) -> tuple[list[Any], str | None]:
+) -> tuple[list[Any], str | None, str]:
     """`_whole_forms` on the answer math-verify read in `text`: all of it, or in prose the
-    span it took its answer from (`extraction.surroundings`)."""
+    span it took its answer from (`extraction.surroundings`); and that answer's text."""
     from judge_service.equivalence import extraction
 
     if not forms:
-        return [], None
+        return [], None, text
     target, refused = (text, None) if span is None else extraction.surroundings(text, span)
     if refused is not None:
-        return [], f"math-verify read only part of the {name}: {refused}"
-    return _whole_forms(name, target, forms)
+        return [], f"math-verify read only part of the {name}: {refused}", target
+    return *_whole_forms(name, target, forms), target
+
+
+def _is_code(name: str, text: str, golds: list[Any]) -> bool:
+    """An answer in which math-verify finds nothing, that is one word of letters and digits
+    with a word in it (``AZYUK2A``: math-verify declines a digit inside a word), is a code
+    or a name, not a number: different from a reference read as mathematics, as ``ABC`` is
+    (math-verify reads that as a product of letters). Anything else it finds nothing in
+    stays unknown: ``√4`` and ``٢`` are 2."""
+    return name == "answer" and bool(_CODE.fullmatch(text.strip())) and any(map(_is_math, golds))
 
 
 def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) -> EquivalenceResult:
@@ -196,6 +208,7 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
         return (sides[0][0] if sides else []), []
 
     texts = {"reference": readings(gold, policy), "answer": readings(pred, policy)}
+    bases: dict[str, set[int | None]] = {"reference": set(), "answer": set()}
     for name, readings_of_side in texts.items():
         forms, whole, gaps = [], [], []
         for text in readings_of_side:
@@ -211,18 +224,27 @@ def compare(gold: str, pred: str, policy: EquivalencePolicy, budget_s: float) ->
                 return result("unknown", reason[:500], *parsed_so_far())
             if policy.percent == "strict":
                 found = [_strict_percent(x) for x in found]
-            reading_whole, gap = _whole_reading(name, text, found, span)
+            reading_whole, gap, target = _whole_reading(name, text, found, span)
             reading_whole = [_imaginary_exponents(x) for x in reading_whole]
             forms += found
             whole += reading_whole
             gaps.append(gap)
+            bases[name].add(numeral_base(target) if found else None)
         if not forms:
+            if _is_code(name, pred, parsed_so_far()[0]):
+                reason = "the answer is a word of letters and digits, not a number"
+                return result("not_equivalent", reason, *parsed_so_far())
             return result("unknown", f"cannot parse the {name}", *parsed_so_far())
         sides.append((forms, whole, None if None in gaps else gaps[0]))
     (golds, golds_whole, gold_gap), (preds, preds_whole, pred_gap) = sides
     partial = gold_gap or pred_gap  # why a side was read only in part
-    if partial is not None and texts["reference"][0] == texts["answer"][0]:
+    # math-verify compares a numeral's digits without its base: only within one base
+    other_base = bases["reference"] != bases["answer"]
+    if (partial is not None or other_base) and texts["reference"][0] == texts["answer"][0]:
         return result("equivalent", "the two answers are the same text", golds, preds)
+    if other_base:
+        reason = "the reference and the answer are not numerals in the same base"
+        return result("unknown", reason, golds, preds)
     if partial is not None and not (golds_whole and preds_whole):
         return result("unknown", partial, golds, preds)
 
