@@ -24,21 +24,16 @@ import bisect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from judge_service import labels as L
-from judge_service.judges.rules import claims as _claims
 from judge_service.judges.rules import final_answer as fa
 from judge_service.judges.rules.claims import Link
-from judge_service.judges.rules.reader import new_reader
+from judge_service.judges.rules.claims import line_links as _line_links
+from judge_service.judges.rules.reader import FALSE, TAINTED, TRUE, LinkKinds, new_reader
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import marker_array
-
-if TYPE_CHECKING:
-    from judge_service.judges.rules.reader import Finding
 
 _NEWLINE = re.compile("\n")
 
@@ -66,13 +61,11 @@ class TraceLinks:
         The line is always cut from the trace here, never taken from a caller. Nothing is
         kept: `LineChecks` keeps what validation needs of each line (a 131k-token trace's
         12,851 parsed links with their exact values would hold 5.2 MB)."""
-        # The rules judge calls this for every line of a trace (thousands), so the line
-        # is cut inline and the checker's module imported once.
+        # The rules judge calls this for every line of a trace (thousands): the compiled
+        # scan reads the line in place and cuts it out only when it may hold a claim.
         starts = self._line_start_list or self.line_starts()
-        base = starts[line]
         stop = starts[line + 1] if line + 1 < len(starts) else len(self.text)
-        text = self.text[base:stop].rstrip("\r\n")
-        found: list[Link] = _claims.find_links(text) if _claims.may_claim(text) else []
+        found: list[Link] = _line_links(self.text, starts[line], stop)
         return found
 
 
@@ -108,46 +101,17 @@ _READ_WHOLE = re.compile(
 )
 
 
-_FALSE, _TAINTED, _TRUE = 0, 1, 2  # a link's kind: false, true on an error's value, true
+_FALSE, _TAINTED, _TRUE = FALSE, TAINTED, TRUE  # the reader's kinds of a link
 
 
-class LinkKinds:
-    """The kind of every non-trivial link of a trace, in reading order, with its chars."""
-
-    def __init__(self) -> None:
-        self.kinds: list[int] = []
-        self.lows: list[int] = []
-        self.highs: list[int] = []
-
-    def add(self, base: int, links: list[Link], labels: list[Finding]) -> None:
-        """A line's links (at char `base`) and the reader's findings for them: it labels
-        every non-trivial link, in order, before any sentence of the line."""
-        unsupported = L.UNSUPPORTED
-        kinds, lows, highs = self.kinds, self.lows, self.highs
-        # By index, not name: thousands of links a trace, and a named field costs more.
-        real = [link for link in links if not link[9]]  # not trivial
-        for link, finding in zip(real, labels, strict=False):
-            kinds.append(
-                _FALSE if not link[8] else _TAINTED if finding[2] == unsupported else _TRUE
-            )
-            lows.append(base + link[0])  # left_start
-            highs.append(base + link[3])  # right_end
-
-    @classmethod
-    def walk(cls, trace: Trace) -> LinkKinds:
-        """One walk of the rules judge's reader over the trace's links (no sentences)."""
-        read = cls()
-        links = TraceLinks.of(trace)
-        reader = new_reader()
-        findings = reader.findings
-        no_sentences: list[tuple[int, int, str]] = []
-        for number, base in enumerate(links.line_starts()):
-            found = links.links(number)
-            if found:
-                before = len(findings)
-                reader.read_line(base, found, no_sentences, iter(()))
-                read.add(base, found, findings[before:])
-        return read
+def walk_kinds(trace: Trace) -> LinkKinds:
+    """One walk of the rules judge's reader over the trace's links (no sentences)."""
+    read = LinkKinds()
+    links = TraceLinks.of(trace)
+    none: list[tuple[int, int, str]] = []  # no sentences: the links alone
+    lines = [(number, base, none) for number, base in enumerate(links.line_starts())]
+    new_reader().read_lines(lines, links.links, iter(()), read)
+    return read
 
 
 class LineChecks:
@@ -161,7 +125,7 @@ class LineChecks:
         self.line_starts = marker_array(trace)
         n = self.line_starts.shape[0]
         if read is None:
-            read = LinkKinds.walk(trace) if n else LinkKinds()
+            read = walk_kinds(trace) if n else LinkKinds()
         # Every non-trivial link: its kind, chars, and first and last marker line. Plain
         # lists and sets: most traces are short, and numpy's cost a call is then the most.
         self._kind, self._a, self._b = read.kinds, read.lows, read.highs

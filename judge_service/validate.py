@@ -57,6 +57,7 @@ from judge_service import spans as S
 from judge_service.evidence_index import TraceIndex, precedence, resolve_overlaps
 from judge_service.folding import fold
 from judge_service.grounding import Verdict
+from judge_service.collector import collector_paused
 from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport, as_int, unlocked
 from judge_service.trace.decode import Trace
 
@@ -459,6 +460,7 @@ class Rounds:
         self, raw_spans: Sequence[Any], *, claims: bool = True
     ) -> tuple[list[Span], list[Rejection]]:
         """`claims`: the `Judge.carries_claims` of the judge that produced `raw_spans`."""
-        report = self.validator.check(raw_spans, round=max(1, len(self.reports)), claims=claims)
+        with collector_paused():  # a long trace's index and line checks: see collector.py
+            report = self.validator.check(raw_spans, round=max(1, len(self.reports)), claims=claims)
         earlier = [r for past in self.reports[:-1] for r in past.rejected]
         return report.accepted, earlier + report.rejected

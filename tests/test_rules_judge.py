@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from judge_service import grounding
 from judge_service.config import Settings
 from judge_service.judges.base import Judge
-from judge_service.judges.rules import claims, plain_claims, repetition, rules_judge
+from judge_service.judges.rules import plain_claims, repetition, rules_judge
 from judge_service.judges.rules.final_answer import answers_match
 from judge_service.offload import OFFLOAD_CHARS
 from judge_service.pipeline import Engine
@@ -220,10 +221,10 @@ def test_each_line_is_parsed_once_for_the_judge_and_validation(
     through the same per-trace object (judge_service/grounding.py): each line is parsed
     once, and grounding still sees the false link."""
     text = "17 × 20 = 350.\nThen 350 + 68 = 418.\nSo 2 + 2 = 4.\nNo claim here.\n\\boxed{418}"
-    with mock.patch.object(claims, "find_links", wraps=claims.find_links) as spy:
+    with mock.patch.object(grounding, "_line_links", wraps=grounding._line_links) as spy:
         result, _ = _judge(engine, bpe, text, reference_answer="408")
-    parsed = [call.args[0] for call in spy.call_args_list]
-    assert sorted(parsed) == ["17 × 20 = 350.", "So 2 + 2 = 4.", "Then 350 + 68 = 418."]
+    parsed = [call.args[0][call.args[1] : call.args[2]].strip() for call in spy.call_args_list]
+    assert sorted(parsed) == sorted(text.split("\n"))  # each line once
     assert _label_of(result, "17 × 20 = 350") == "invalid"
     assert _label_of(result, "2 + 2 = 4") == "valid_progress"
     assert not result.rejected_spans

@@ -49,7 +49,7 @@ LAYERS: tuple[Layer, ...] = (
         "core",
         (
             *("bounds", "errors", "labels", "schemas", "client", "wire_json", "jsonl"),
-            *("heap", "offload", "metrics", "buckets"),
+            *("heap", "collector", "offload", "metrics", "buckets"),
         ),
     ),
     Layer("store", ("store",)),

@@ -54,7 +54,7 @@ _NAMED = re.compile(r"(?:\\\[|\\\(|\$\$?)\s*(\\text\s*\{([^{}]*)\})\s*(?==)")
 _CLOSER = re.compile(r"\\[)\]]|\$")
 _SEGMENT_GAP = re.compile(r"(?:\\[)\]]|\$\$?)\s*[.,;]?\s*(?:\\[(\[]|\$\$?)\s*")
 # Never a false no: a `*` or `_` alone (a product, a name) is no markup.
-_TRIGGER = re.compile(r"(?:\d{1,3}[.)]|[+•*])\s")  # a list marker, once the line is stripped
+LIST_MARKER = re.compile(r"(?:\d{1,3}[.)]|[+•*])\s")  # a list marker, once the line is stripped
 _UNIT_WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -86,7 +86,7 @@ def may_have_markup(line: str) -> bool:
     if "\\" in line or "$" in line or "#" in line or "**" in line or "__" in line:
         return True
     head = line.lstrip()[:6]
-    return bool(head) and head[0] in "+•*0123456789" and _TRIGGER.match(head) is not None
+    return bool(head) and head[0] in "+•*0123456789" and LIST_MARKER.match(head) is not None
 
 
 def mask_markup(line: str) -> str:

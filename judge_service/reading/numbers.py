@@ -63,7 +63,7 @@ class _Table(dict[int, str]):
         return self[code]
 
 
-_TABLE = _Table()
+FOLD_TABLE = _Table()  # public: the compiled line scan (rules/_lines.pyx) asks it per char
 
 
 def fold_digits(text: str) -> str:
@@ -71,7 +71,7 @@ def fold_digits(text: str) -> str:
     fullwidth ASCII as ASCII; the same length, and the same object when nothing changed."""
     if text.isascii():
         return text
-    folded = text.translate(_TABLE)
+    folded = text.translate(FOLD_TABLE)
     return text if folded == text else folded
 
 

@@ -5,7 +5,7 @@ from fractions import Fraction
 import sympy
 
 from judge_service.judges.rules.claims import Link
-from judge_service.judges.rules.reader import Finding
+from judge_service.judges.rules.reader import Finding, LinkKinds
 
 def numbers(text: str) -> list[str]: ...
 def normal(expression: str) -> str: ...
@@ -28,6 +28,7 @@ class Reader:
         lines: Iterable[tuple[int, int, list[tuple[int, int, str]]]],
         links_of: Callable[[int], list[Link]],
         repeated_flags: Iterator[bool],
+        kinds: LinkKinds | None = None,
     ) -> None: ...
     def read_line(
         self,

@@ -23,6 +23,9 @@ from judge_service import labels as L
 from judge_service.judges.rules.reader import (
     _CORRECTION_WORDS,
     CONFIDENCE,
+    FALSE,
+    TAINTED,
+    TRUE,
     Finding,
     _as_plain,
     _magnitude,
@@ -36,6 +39,33 @@ cdef str VALID_PROGRESS = L.VALID_PROGRESS
 cdef str UNPRODUCTIVE_REPETITION = L.UNPRODUCTIVE_REPETITION
 cdef dict CONFIDENCES = dict(CONFIDENCE)
 cdef object new_tuple = tuple.__new__
+cdef long LINK_FALSE = FALSE, LINK_TAINTED = TAINTED, LINK_TRUE = TRUE
+
+
+cdef void add_kinds(
+    Py_ssize_t base, list links, list findings, Py_ssize_t at, object read
+) except *:
+    """`reader.LinkKinds.add(base, links, findings[at:])`: each non-trivial link of the
+    line, in order, paired with the finding the reader gave it (its first ones)."""
+    cdef list kinds = read.kinds, lows = read.lows, highs = read.highs
+    cdef Py_ssize_t stop = len(findings)
+    cdef tuple link, finding
+    for item in links:
+        link = <tuple> item
+        if link[9]:  # trivial
+            continue
+        if at >= stop:
+            break
+        finding = <tuple> findings[at]
+        at += 1
+        if not link[8]:
+            kinds.append(LINK_FALSE)
+        elif finding[2] is UNSUPPORTED or finding[2] == UNSUPPORTED:
+            kinds.append(LINK_TAINTED)
+        else:
+            kinds.append(LINK_TRUE)
+        lows.append(base + <Py_ssize_t> link[0])  # left_start
+        highs.append(base + <Py_ssize_t> link[3])  # right_end
 
 
 cdef inline bint is_word(Py_UCS4 c) noexcept:
@@ -148,10 +178,17 @@ cdef class Reader:
         self.claims = set()
         self.rechecks = {}
 
-    def read_lines(self, lines, links_of, repeated_flags):
+    def read_lines(self, lines, links_of, repeated_flags, kinds=None):
         cdef tuple line
+        cdef list found
+        cdef Py_ssize_t before
+        cdef list findings = self.findings
         for line in lines:
-            self.read_line(line[1], links_of(line[0]), line[2], repeated_flags)
+            found = links_of(line[0])
+            before = len(findings)
+            self.read_line(line[1], found, line[2], repeated_flags)
+            if kinds is not None and found:
+                add_kinds(<Py_ssize_t> line[1], found, findings, before, kinds)
 
     cpdef read_line(self, Py_ssize_t base, list links, list sentences, repeated_flags):
         cdef list claim_findings = self._claims(links, base) if links else []

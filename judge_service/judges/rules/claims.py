@@ -28,6 +28,7 @@ from judge_service.judges.rules.forms import checker_form, may_claim
 from judge_service.judges.rules.links import (
     AND_CONTINUES,
     LEFT_STOP,
+    MAX_READ_CHARS,
     RIGHT_STOP,
     SAFE_OTHER,
     Link,
@@ -35,11 +36,10 @@ from judge_service.judges.rules.links import (
 from judge_service.judges.rules.plain_claims import plain_links
 from judge_service.judges.rules.units import unit_links
 
-__all__ = ["Link", "chained", "find_links", "lexed_links", "may_claim"]
+__all__ = ["Link", "chained", "find_links", "lexed_links", "line_links", "may_claim"]
 
 
 _WORDS = re.compile(r"[^\W\d_]+")
-_MAX_READ_CHARS = 2000
 _DIGIT = re.compile(r"[0-9]")
 _DECIMAL = re.compile(r"[-+−]?\s*[0-9,]*\.([0-9]+)\s*(\\?%)?")
 _BEFORE_OUTER_OPENER = frozenset({ar.SPACE, ar.DELIM, ar.PUNCT, ar.OPEN, ar.REL, ar.EQ, ar.OP})
@@ -66,9 +66,8 @@ def find_links(line: str) -> list[Link]:
     links = chained(plain if plain is not None else lexed_links(read))
     # Quantities with units (units.py) and algebra in one letter (algebra.py), where no
     # arithmetic link was read (a line whose every "=" is a link has nothing left for them).
-    # Both read one claim of a sentence: a line past _MAX_READ_CHARS is no such sentence, and
-    # their patterns are not run over it (a hostile line of thousands of "5 m" terms).
-    rest = len(links) < read.count("=") and len(read) <= _MAX_READ_CHARS
+    # Both read one claim of a sentence (see MAX_READ_CHARS).
+    rest = len(links) < read.count("=") and len(read) <= MAX_READ_CHARS
     for more in (unit_links(read), algebra_links(read)) if rest else ():
         if more:
             taken = [(lk.left_start, lk.right_end) for lk in links]
@@ -372,3 +371,17 @@ def _link(line: str, toks: list[Token], left: _Side, right: _Side) -> Link | Non
     rs, re_ = toks[right.lo].start, toks[right.hi - 1].end
     trivial, lv, rv = lp.ops == 0 and rp.ops == 0, lp.value, rp.value
     return Link(ls, le, rs, re_, line[ls:le], line[rs:re_], lv, rv, bool(holds), trivial, approx)
+
+
+def python_line_links(text: str, base: int, stop: int) -> list[Link]:
+    """The links of the line ``text[base:stop]`` (its ``\r\n`` end not read), offsets
+    relative to the line. The definition, which the compiled `_lines.line_links` equals:
+    it decides the lines that need no rewrite in one scan and hands every other line here."""
+    line = text[base:stop].rstrip("\r\n")
+    return find_links(line) if may_claim(line) else []
+
+
+try:  # the compiled scan (_lines.pyx), where the install could build it
+    from judge_service.judges.rules._lines import line_links
+except ImportError:  # pragma: no cover - a build without a C compiler
+    line_links = python_line_links

@@ -56,7 +56,7 @@ _WORDS = re.compile(
 )
 # A cheap test first: most lines hold none of these, and the rewrite is then skipped. It
 # reads ASCII digits: other digits are rewritten into them before it looks.
-_TRIGGER = re.compile(
+REWRITE_TRIGGER = re.compile(
     r"[0-9)%]\s+(?:times|multiplied|plus|minus|divided|is|equals|gives|makes|yields|of)\b"
     r"|[0-9] ?[xX] ?[0-9]",
     re.IGNORECASE,
@@ -99,7 +99,7 @@ def checker_form(line: str) -> str:
     line = fold_digits(line)  # the very object when unchanged: callers can tell
     if may_have_markup(line):
         line = mask_markup(line)
-    if _TRIGGER.search(line) is None:
+    if REWRITE_TRIGGER.search(line) is None:
         return line  # the same object: callers tell an unchanged line by identity
     return _WORDS.sub(_replace, line)
 
@@ -119,4 +119,4 @@ def may_claim(line: str) -> bool:
         digit = _ASCII_DIGIT.search(line)
         if digit is None:
             return False
-    return _TRIGGER.search(line, digit.start()) is not None
+    return REWRITE_TRIGGER.search(line, digit.start()) is not None

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["AND_CONTINUES", "LEFT_STOP", "RIGHT_STOP", "SAFE_OTHER", "Link"]
+__all__ = ["AND_CONTINUES", "LEFT_STOP", "MAX_READ_CHARS", "RIGHT_STOP", "SAFE_OTHER", "Link"]
+
+# The longest line whose units and algebra are read (`claims.find_links`): they read one
+# claim of a sentence, and a line past this is no such sentence (a hostile line of
+# thousands of "5 m" terms is not run through their patterns).
+MAX_READ_CHARS = 2000
 
 
 class Link(NamedTuple):

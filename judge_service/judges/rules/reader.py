@@ -10,7 +10,7 @@ values they tainted, the true claims made and the relations they established.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
@@ -23,7 +23,8 @@ from judge_service.judges.rules.claims import Link
 if TYPE_CHECKING:
     from judge_service.judges.rules._reader import Reader as CompiledReader
 
-__all__ = ["CONFIDENCE", "Finding", "PythonReader", "Reading", "new_reader", "python_normal"]
+__all__ = ["CONFIDENCE", "Finding", "LinkKinds", "PythonReader", "Reading", "new_reader"]
+__all__ += ["python_normal"]
 __all__ += ["python_numbers"]
 
 CONFIDENCE = {
@@ -66,6 +67,30 @@ class Finding(NamedTuple):
     char_end: int
     label: str
     confidence: float
+
+
+FALSE, TAINTED, TRUE = 0, 1, 2  # a link's kind: false, true on an error's value, true
+
+
+class LinkKinds:
+    """The kind of every non-trivial link of a trace, in reading order, with its chars."""
+
+    def __init__(self) -> None:
+        self.kinds: list[int] = []
+        self.lows: list[int] = []
+        self.highs: list[int] = []
+
+    def add(self, base: int, links: list[Link], labels: Sequence[Finding]) -> None:
+        """A line's links (at char `base`) and the reader's findings for them: it labels
+        every non-trivial link, in order, before any sentence of the line."""
+        unsupported = L.UNSUPPORTED
+        kinds, lows, highs = self.kinds, self.lows, self.highs
+        # By index, not name: thousands of links a trace, and a named field costs more.
+        real = [link for link in links if not link[9]]  # not trivial
+        for link, finding in zip(real, labels, strict=False):
+            kinds.append(FALSE if not link[8] else TAINTED if finding[2] == unsupported else TRUE)
+            lows.append(base + link[0])  # left_start
+            highs.append(base + link[3])  # right_end
 
 
 @dataclass
@@ -144,11 +169,18 @@ class PythonReader:
         lines: Iterable[tuple[int, int, list[tuple[int, int, str]]]],
         links_of: Callable[[int], list[Link]],
         repeated_flags: Iterator[bool],
+        kinds: LinkKinds | None = None,
     ) -> None:
         """Judge each (line number, where it starts, its sentences) of `lines` in turn,
-        its links found by `links_of(line number)`; see `read_line`."""
+        its links found by `links_of(line number)`; see `read_line`. `kinds` gets the
+        kind of every non-trivial link as it is read (validation's line checks)."""
+        findings = self.findings
         for number, base, sentences in lines:
-            self.read_line(base, links_of(number), sentences, repeated_flags)
+            found = links_of(number)
+            before = len(findings)
+            self.read_line(base, found, sentences, repeated_flags)
+            if kinds is not None and found:
+                kinds.add(base, found, findings[before:])
 
     def _uses_tainted(self, text: str) -> bool:
         numbers = self.tainted_numbers

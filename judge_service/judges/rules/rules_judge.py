@@ -35,18 +35,18 @@ import numpy.typing as npt
 import sympy
 
 from judge_service import labels as L
+from judge_service.collector import collector_paused
 from judge_service.errors import ParseError
-from judge_service.grounding import LineChecks, LinkKinds, TraceLinks, Verdict, wrong_answer_tokens
+from judge_service.grounding import LineChecks, TraceLinks, Verdict, wrong_answer_tokens
 from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanCheck
 from judge_service.judges.rules.arithmetic import parse_number_expr
-from judge_service.judges.rules.claims import Link
 from judge_service.judges.rules.final_answer import (
     answer_is_wrong,
     answers_match,
     locate_final_answer,
     normalise_answer,
 )
-from judge_service.judges.rules.reader import Finding, Reading, new_reader
+from judge_service.judges.rules.reader import Finding, LinkKinds, Reading, new_reader
 from judge_service.judges.rules.repetition import repeated_sentences
 from judge_service.judges.rules.shape import TokenSpan, shape_spans
 from judge_service.offload import OFFLOAD_CHARS, off_loop
@@ -120,23 +120,10 @@ def read_trace(request: JudgeRequest) -> Reading:
     # Near-duplicates are found for the whole trace at once (repetition.py), in the order
     # the lines are then read.
     flags = iter(repeated_sentences([text for *_, found in lines for *_, text in found]))
-    # Where each line's findings begin: its links' labels come first, and validation's
-    # line checks are made of them (one walk of the trace for the judge and validation).
-    marks: list[tuple[int, list[Link], int]] = []
-    starts = links.line_starts()
-    findings = reader.findings
-
-    def links_of(number: int) -> list[Link]:
-        found = links.links(number)
-        if found:
-            marks.append((starts[number], found, len(findings)))
-        return found
-
-    reader.read_lines(lines, links_of, flags)
+    # The kind of each link as the reader reads it: validation's line checks are made of
+    # them (one walk of the trace for the judge and validation).
     kinds = LinkKinds()
-    for k, (base, found, at) in enumerate(marks):
-        stop = marks[k + 1][2] if k + 1 < len(marks) else len(findings)
-        kinds.add(base, found, findings[at:stop])
+    reader.read_lines(lines, links.links, flags, kinds)
     request.trace.derived(LineChecks, lambda: LineChecks(request.trace, kinds))
     reading = Reading(reader.findings)
     answer = locate_final_answer(request.trace.text, request.final_answer)
@@ -229,15 +216,16 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 
 def judge_spans(request: JudgeRequest, limits: SpanLimits) -> list[dict[str, object]]:
     """The rules judge's submission for one trace: every span passes validation."""
-    reading = read_trace(request)
-    return shape_spans(
-        to_token_spans(reading.findings, request.trace),
-        request.trace,
-        priority=PRIORITY,
-        positive=frozenset(label for label, score in request.label_scores.items() if score > 0),
-        blocked=blocked_lines(request),
-        limits=limits,
-    )
+    with collector_paused():  # thousands of small objects, all held to the end
+        reading = read_trace(request)
+        return shape_spans(
+            to_token_spans(reading.findings, request.trace),
+            request.trace,
+            priority=PRIORITY,
+            positive=frozenset(label for label, score in request.label_scores.items() if score > 0),
+            blocked=blocked_lines(request),
+            limits=limits,
+        )
 
 
 def blocked_lines(request: JudgeRequest) -> npt.NDArray[np.bool_]:

@@ -1,0 +1,167 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""`claims.python_line_links`, compiled: one line of a trace read for its links in one scan
+of its chars, without cutting it out, when nothing in it needs a rewrite.
+
+The definition cuts the line, asks `forms.may_claim`, then `find_links` (the checker form:
+digits folded, markup blanked, operator and relation words rewritten; then the plain or the
+lexed reading, chains, units, algebra). Most lines of a long trace need none of that: no
+char that `fold_digits` changes, no markup, no word to rewrite, and either no ``=`` or a
+plain line whose every ``=`` is a link. Those are decided here; any other line goes to the
+definition, which therefore decides every doubtful case. Where this scan rules a rewrite
+out it asks the same regexes the definition asks, at the only positions they can match.
+`tests/test_rules_lines.py` holds the two equal.
+"""
+
+from cpython.unicode cimport PyUnicode_READ_CHAR
+from judge_service.judges.rules._chars cimport Chars, char_at, chars_of, is_digit, is_letter
+
+from judge_service.judges.rules._plain import plain_links
+from judge_service.judges.rules.forms import REWRITE_TRIGGER as WORDS_TRIGGER
+from judge_service.judges.rules.links import MAX_READ_CHARS
+from judge_service.reading.markup import LIST_MARKER
+from judge_service.reading.numbers import FOLD_TABLE
+
+cdef object _definition = None  # claims.python_line_links, bound on first use (claims imports us)
+# What `fold_digits` does to each code point past ASCII: 0 not asked yet, 1 keeps it,
+# 2 changes it. Filled from its table as chars are met.
+cdef unsigned char folds[0x110000]
+
+
+cdef object definition():
+    global _definition
+    if _definition is None:
+        from judge_service.judges.rules.claims import python_line_links
+
+        _definition = python_line_links
+    return _definition
+
+
+cdef inline bint changed_by_fold(Py_UCS4 c) except -1:
+    cdef unsigned char state = folds[c]
+    if state == 0:
+        mapped = FOLD_TABLE[<long>c]  # computed and kept by the table on first sight
+        state = 1 if len(mapped) == 1 and PyUnicode_READ_CHAR(mapped, 0) == c else 2
+        folds[c] = state
+    return state == 2
+
+
+cdef inline bint is_space(Py_UCS4 c) noexcept:
+    if c < 128:
+        return c == 32 or (c >= 9 and c <= 13) or (c >= 28 and c <= 31)
+    return Py_UNICODE_ISSPACE(c)
+
+
+cdef extern from "Python.h":
+    bint Py_UNICODE_ISSPACE(Py_UCS4 c)
+    bint Py_UNICODE_ISALPHA(Py_UCS4 c)
+
+
+cdef inline bint may_start_word(Py_UCS4 c) noexcept:
+    """Whether a relation or operator word of `forms._TRIGGER` (matched ignoring case) may
+    begin with `c`: ASCII letters they begin with, or any letter past ASCII (case folding
+    maps a few of those onto ASCII letters)."""
+    if c >= 128:
+        return Py_UNICODE_ISALPHA(c)
+    cdef unsigned int lower = <unsigned int>c  # (arithmetic on a Py_UCS4 makes a str)
+    if lower >= 65 and lower <= 90:
+        lower += 32
+    # times multiplied plus minus divided is equals gives makes yields of
+    return lower == 116 or lower == 109 or lower == 112 or lower == 100 or lower == 105 \
+        or lower == 101 or lower == 103 or lower == 121 or lower == 111
+
+
+cdef bint words_to_rewrite(str line, Chars chars, Py_ssize_t start, Py_ssize_t n) except -1:
+    """Whether `forms._TRIGGER` matches in `line` from `start` on: the regex is asked only
+    where one of its two branches can begin (``[0-9)%]`` and blank space before a word, or
+    a digit beside an ``x``)."""
+    cdef Py_ssize_t i, k
+    cdef Py_UCS4 c, d
+    cdef bint candidate
+    for i in range(start, n - 1):
+        c = char_at(chars, i)
+        if not (is_digit(c) or c == 41 or c == 37):  # ) %
+            continue
+        d = char_at(chars, i + 1)
+        candidate = False
+        if is_space(d):
+            k = i + 1
+            while k < n and is_space(char_at(chars, k)):
+                k += 1
+            candidate = k < n and may_start_word(char_at(chars, k))
+        if not candidate and is_digit(c):
+            candidate = d == 120 or d == 88 or (
+                d == 32 and i + 2 < n and (char_at(chars, i + 2) == 120 or char_at(chars, i + 2) == 88)
+            )
+        if candidate and WORDS_TRIGGER.match(line, i) is not None:
+            return True
+    return False
+
+
+cdef list chained(list links):
+    """`claims.chained`: a chain's bare step that does not hold made non-trivial."""
+    cdef Py_ssize_t k
+    cdef object link, before  # Link: a tuple subclass, read by index
+    for k in range(1, len(links)):
+        link, before = links[k], links[k - 1]
+        # left_start < before.right_end and not before.trivial; link.trivial, not link.holds
+        if link[0] < before[3] and not before[9] and link[9] and not link[8]:
+            links[k] = link._replace(trivial=False)
+    return links
+
+
+def line_links(str text, Py_ssize_t base, Py_ssize_t stop):
+    """The links of the line ``text[base:stop]`` (its ``\\r\\n`` end not read), offsets
+    relative to the line: `claims.python_line_links`."""
+    cdef Chars chars = chars_of(text)
+    cdef Py_ssize_t end = stop, i, first_digit = -1, equals = 0
+    cdef Py_UCS4 c, previous = 0
+    cdef bint markup = False
+    while end > base and (char_at(chars, end - 1) == 10 or char_at(chars, end - 1) == 13):
+        end -= 1
+    for i in range(base, end):
+        c = char_at(chars, i)
+        if c < 128:
+            if c == 61:
+                equals += 1
+            elif is_digit(c):
+                if first_digit < 0:
+                    first_digit = i
+            elif c == 92 or c == 36 or c == 35:  # \ $ #
+                markup = True
+            elif (c == 42 or c == 95) and previous == c:  # ** __
+                markup = True
+        elif changed_by_fold(c):
+            return definition()(text, base, stop)
+        previous = c
+    if markup:
+        return definition()(text, base, stop)
+    if first_digit < 0:
+        # No digit, and `fold_digits` makes none: no link, and no relation word may count
+        # (may_claim is False without "=", find_links finds nothing without a digit).
+        return []
+    cdef str line = text[base:end]
+    cdef Chars cline = chars_of(line)
+    cdef Py_ssize_t n = end - base
+    # A list marker at the head ("1. ", "+ ") is markup (`markup.may_have_markup`).
+    i = 0
+    while i < n and is_space(char_at(cline, i)):
+        i += 1
+    if i < n and (is_digit(char_at(cline, i)) or char_at(cline, i) == 43
+                  or char_at(cline, i) == 42 or char_at(cline, i) == 0x2022):
+        if LIST_MARKER.match(line[i:i + 6]) is not None:
+            return definition()(text, base, stop)
+    if equals == 0:
+        # may_claim looks for a relation word from the first digit on; with one, the
+        # definition rewrites it.
+        if words_to_rewrite(line, cline, first_digit - base, n):
+            return definition()(text, base, stop)
+        return []
+    if words_to_rewrite(line, cline, 0, n):
+        return definition()(text, base, stop)
+    plain = plain_links(line)
+    if plain is None:
+        return definition()(text, base, stop)
+    found = chained(plain)
+    if len(found) < equals and n <= MAX_READ_CHARS:
+        return definition()(text, base, stop)  # units and algebra may read the rest
+    return found
