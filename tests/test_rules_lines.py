@@ -78,6 +78,9 @@ LINES = [
     "3 − 1 = 2",
     "3 ‒ 1 = 2",
     "café 3 + 4 = 7",
+    "٣ times ٤ is ١٢",  # no "=" and no ASCII digit: the folded digits still make a claim
+    "７ times ３ is ２１ — a product",
+    "x ＝ 3 and 3 is 3",
     "数学 3 + 4 = 8",
     # markup and list markers (the definition)
     "1. 3 + 4 = 7",

@@ -21,9 +21,15 @@ from judge_service.judges.rules.links import MAX_READ_CHARS
 from judge_service.reading.markup import LIST_MARKER
 from judge_service.reading.numbers import FOLD_TABLE
 
+cdef enum:
+    KEPT = 1
+    EQUALS = 2
+    DIGIT = 3
+    OTHER = 4
+
 cdef object _definition = None  # claims.python_line_links, bound on first use (claims imports us)
-# What `fold_digits` does to each code point past ASCII: 0 not asked yet, 1 keeps it,
-# 2 changes it. Filled from its table as chars are met.
+# What `fold_digits` does to each code point past ASCII (`fold_of`; 0: not asked yet).
+# Filled from its table as chars are met.
 cdef unsigned char folds[0x110000]
 
 
@@ -36,13 +42,21 @@ cdef object definition():
     return _definition
 
 
-cdef inline bint changed_by_fold(Py_UCS4 c) except -1:
+cdef inline unsigned char fold_of(Py_UCS4 c) except 0:
+    """KEPT, or what `fold_digits` makes of `c`: EQUALS, DIGIT or OTHER."""
     cdef unsigned char state = folds[c]
     if state == 0:
         mapped = FOLD_TABLE[<long>c]  # computed and kept by the table on first sight
-        state = 1 if len(mapped) == 1 and PyUnicode_READ_CHAR(mapped, 0) == c else 2
+        if len(mapped) == 1 and PyUnicode_READ_CHAR(mapped, 0) == c:
+            state = KEPT
+        elif mapped == "=":
+            state = EQUALS
+        elif mapped.isdigit():
+            state = DIGIT
+        else:
+            state = OTHER
         folds[c] = state
-    return state == 2
+    return state
 
 
 cdef inline bint is_space(Py_UCS4 c) noexcept:
@@ -70,14 +84,14 @@ cdef inline bint may_start_word(Py_UCS4 c) noexcept:
         or lower == 101 or lower == 103 or lower == 121 or lower == 111
 
 
-cdef bint words_to_rewrite(str line, Chars chars, Py_ssize_t start, Py_ssize_t n) except -1:
-    """Whether `forms._TRIGGER` matches in `line` from `start` on: the regex is asked only
-    where one of its two branches can begin (``[0-9)%]`` and blank space before a word, or
-    a digit beside an ``x``)."""
+cdef bint words_to_rewrite(str text, Chars chars, Py_ssize_t start, Py_ssize_t end) except -1:
+    """Whether `forms.REWRITE_TRIGGER` matches in ``text[:end]`` from `start` on: the regex
+    is asked only where one of its two branches can begin (``[0-9)%]`` and blank space
+    before a word, or a digit beside an ``x``), and never past `end` (its endpos)."""
     cdef Py_ssize_t i, k
     cdef Py_UCS4 c, d
     cdef bint candidate
-    for i in range(start, n - 1):
+    for i in range(start, end - 1):
         c = char_at(chars, i)
         if not (is_digit(c) or c == 41 or c == 37):  # ) %
             continue
@@ -85,14 +99,14 @@ cdef bint words_to_rewrite(str line, Chars chars, Py_ssize_t start, Py_ssize_t n
         candidate = False
         if is_space(d):
             k = i + 1
-            while k < n and is_space(char_at(chars, k)):
+            while k < end and is_space(char_at(chars, k)):
                 k += 1
-            candidate = k < n and may_start_word(char_at(chars, k))
+            candidate = k < end and may_start_word(char_at(chars, k))
         if not candidate and is_digit(c):
             candidate = d == 120 or d == 88 or (
-                d == 32 and i + 2 < n and (char_at(chars, i + 2) == 120 or char_at(chars, i + 2) == 88)
+                d == 32 and i + 2 < end and (char_at(chars, i + 2) == 120 or char_at(chars, i + 2) == 88)
             )
-        if candidate and WORDS_TRIGGER.match(line, i) is not None:
+        if candidate and WORDS_TRIGGER.match(text, i, end) is not None:
             return True
     return False
 
@@ -115,7 +129,8 @@ def line_links(str text, Py_ssize_t base, Py_ssize_t stop):
     cdef Chars chars = chars_of(text)
     cdef Py_ssize_t end = stop, i, first_digit = -1, equals = 0
     cdef Py_UCS4 c, previous = 0
-    cdef bint markup = False
+    cdef unsigned char fold
+    cdef bint markup = False, folds_to_equals = False, folds_to_digit = False, folded = False
     while end > base and (char_at(chars, end - 1) == 10 or char_at(chars, end - 1) == 13):
         end -= 1
     for i in range(base, end):
@@ -130,15 +145,26 @@ def line_links(str text, Py_ssize_t base, Py_ssize_t stop):
                 markup = True
             elif (c == 42 or c == 95) and previous == c:  # ** __
                 markup = True
-        elif changed_by_fold(c):
-            return definition()(text, base, stop)
+        else:
+            fold = fold_of(c)
+            if fold != KEPT:
+                folded = True
+                folds_to_equals = folds_to_equals or fold == EQUALS
+                folds_to_digit = folds_to_digit or fold == DIGIT
         previous = c
-    if markup:
-        return definition()(text, base, stop)
-    if first_digit < 0:
-        # No digit, and `fold_digits` makes none: no link, and no relation word may count
-        # (may_claim is False without "=", find_links finds nothing without a digit).
+    if equals == 0 and not folds_to_equals:
+        # `may_claim` without an equals sign: a relation word after the first ASCII digit
+        # of the line as written (markup and other chars do not matter to it); without an
+        # ASCII digit, only a digit that folding makes would let it look further.
+        if first_digit < 0:
+            return definition()(text, base, stop) if folds_to_digit else []
+        if words_to_rewrite(text, chars, first_digit, end):
+            return definition()(text, base, stop)
         return []
+    if first_digit < 0 and not folded:
+        return []  # `find_links` reads nothing without a digit, and masking makes none
+    if markup or folded or first_digit < 0:
+        return definition()(text, base, stop)  # a checker form that differs from the line
     cdef str line = text[base:end]
     cdef Chars cline = chars_of(line)
     cdef Py_ssize_t n = end - base
@@ -150,12 +176,6 @@ def line_links(str text, Py_ssize_t base, Py_ssize_t stop):
                   or char_at(cline, i) == 42 or char_at(cline, i) == 0x2022):
         if LIST_MARKER.match(line[i:i + 6]) is not None:
             return definition()(text, base, stop)
-    if equals == 0:
-        # may_claim looks for a relation word from the first digit on; with one, the
-        # definition rewrites it.
-        if words_to_rewrite(line, cline, first_digit - base, n):
-            return definition()(text, base, stop)
-        return []
     if words_to_rewrite(line, cline, 0, n):
         return definition()(text, base, stop)
     plain = plain_links(line)
