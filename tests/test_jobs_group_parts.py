@@ -91,19 +91,34 @@ async def test_a_taker_and_a_release_drop_the_earlier_parts(
     store, raw = jobs
     job_id, leader, _ = await started(store, "a")
     (taken,) = await store.reclaim("b", min_idle_s=0.0, count=3)
-    await store.begin(taken, "b", 3)  # a judging of its own: nothing of a's stays
-    for part in ("out", "prov", "parts"):
-        assert await raw.hlen(key(store, job_id, part)) == 0, part
+    await store.begin(taken, "b", 3)  # a judging of its own, which replaces a's
     short = [(i, json.dumps({"id": f"r{i}"})) for i in range(3)]  # b's results are short
     assert await store.write_members(taken, "b", short) == 1
+    for part in ("parts", "nparts"):  # a's parts went with the results replacing them
+        assert await raw.hlen(key(store, job_id, part)) == 0, part
     assert await store.finish_group(taken, COMMIT, "{}", holder="b") == 3
     assert await store.result_slice(job_id, 0, 3) == [r for _, r in short]
-    assert await raw.hlen(key(store, job_id, "parts")) == 0
 
     job_id, leader, _ = await started(store, "c")
     assert await store.release(leader, "c")
-    for part in ("out", "prov", "parts"):
+    for part in ("out", "prov", "parts", "nparts"):
         assert await raw.hlen(key(store, job_id, part)) == 0, part
+
+
+async def test_a_shorter_result_drops_the_parts_it_does_not_overwrite(
+    jobs: tuple[RedisJobStore, Any],
+) -> None:
+    store, raw = jobs
+    short = [(i, json.dumps({"id": f"r{i}"})) for i in range(3)]
+    job_id, _, _ = await started(store, "d")
+    (taken,) = await store.reclaim("e", min_idle_s=0.0, count=3)
+    await store.begin(taken, "e", 3)
+    shorter = [(0, json.dumps({"id": "r0", "pad": "z" * (PART_BYTES + 5)}))]
+    assert await store.write_members(taken, "e", [*shorter, *short[1:]]) == 1
+    assert sorted(await raw.hkeys(key(store, job_id, "parts"))) == ["0.0", "0.1"]
+    assert await raw.hgetall(key(store, job_id, "nparts")) == {"0": "2"}
+    assert await store.finish_group(taken, COMMIT, "{}", holder="e") == 3
+    assert (await store.result_slice(job_id, 0, 1))[0] == shorter[0][1]
 
 
 async def test_a_cancel_and_a_dead_letter_leave_no_part(
@@ -118,13 +133,21 @@ async def test_a_cancel_and_a_dead_letter_leave_no_part(
     cancelled: list[GroupWrite] = [(i, CANCELLED, "cancelled") for i in range(3)]
     assert await store.finish_group(taken, cancelled) == 3
     assert await store.result_slice(job_id, 0, 4) == [CANCELLED] * 4
-    assert await raw.hlen(key(store, job_id, "parts")) == 0
+    assert (
+        await raw.hlen(key(store, job_id, "parts"))
+        == await raw.hlen(key(store, job_id, "nparts"))
+        == 0
+    )
 
     job_id, leader, _ = await started(store, "poison")
     assert await raw.hlen(key(store, job_id, "parts")) == 3
     dead: list[GroupWrite] = [(i, json.dumps({"id": f"r{i}", "dead": 1}), "dead") for i in range(3)]
     assert await store.finish_group(leader, dead, dead_record="{}") == 3
-    assert await raw.hlen(key(store, job_id, "parts")) == 0
+    assert (
+        await raw.hlen(key(store, job_id, "parts"))
+        == await raw.hlen(key(store, job_id, "nparts"))
+        == 0
+    )
     assert [json.loads(r or "")["dead"] for r in await store.result_slice(job_id, 0, 3)] == [1] * 3
 
 

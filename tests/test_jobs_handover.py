@@ -60,7 +60,7 @@ def results(by: str, long: bool = True) -> list[tuple[int, str]]:
 async def stored(raw: Any, prefix: str, job_id: str) -> dict[str, dict[str, str]]:
     """The job's result hashes as Redis holds them (values cut to their first 40 chars)."""
     out = {}
-    for name in ("out", "prov", "parts"):
+    for name in ("out", "prov", "parts", "nparts"):
         values = await raw.hgetall(f"{prefix}:job:{job_id}:{name}")
         out[name] = {k: v[:40] for k, v in values.items()}
     return out
@@ -91,8 +91,14 @@ async def test_a_takeover_between_the_check_and_the_exec_writes_nothing(
     # at_call 1: in A's first transaction; 2: after A's first transaction went through.
     assert await a.write_members(leader, "A", results("A")) == 0
     assert len(calls) == at_call and taken
-    # Nothing of A's is left: not its first transaction either (B's begin dropped it).
-    assert await stored(raw, a.keys.prefix, job_id) == {"out": {}, "prov": {}, "parts": {}}
+    # The EXEC that saw the takeover wrote nothing; A's first transaction, when it went
+    # through before the takeover, is hidden (the group runs under B) and untagged by B.
+    left = await stored(raw, a.keys.prefix, job_id)
+    if at_call == 1:
+        assert left == {"out": {}, "prov": {}, "parts": {}, "nparts": {}}
+    else:
+        assert set(left["prov"].values()) <= {"A"} and left["parts"]
+    assert await a.result_slice(job_id, 0, 3) == [None] * 3
     assert set((await raw.hgetall(f"{a.keys.prefix}:job:{job_id}:run")).values()) == {"B"}
     a.before_exec = None
     commit: list[GroupWrite] = [(i, None, "done") for i in range(3)]
@@ -100,6 +106,8 @@ async def test_a_takeover_between_the_check_and_the_exec_writes_nothing(
     assert await b.write_members(taken[0], "B", results("B")) == 1
     assert await b.finish_group(taken[0], commit, "{}", holder="B") == 3
     assert await a.result_slice(job_id, 0, 3) == [r for _, r in results("B")]
+    left = await stored(raw, a.keys.prefix, job_id)  # B's alone: 3 parts of r0
+    assert '"by": "A"' not in json.dumps(left) and len(left["parts"]) == 3
 
 
 async def test_a_stale_release_leaves_a_taken_over_group_to_its_taker(jobs: JobStore) -> None:

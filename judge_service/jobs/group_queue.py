@@ -71,17 +71,28 @@ class RedisGroupWrites(ABC):
     async def _write_batch(self, entry: Entry, consumer: str, batch: Batch) -> int:
         job, hold = self.keys.job(entry.job), self.keys.job(entry.job, f"hold:{entry.index}")
         out, prov = self.keys.job(entry.job, "out"), self.keys.job(entry.job, "prov")
-        parts = self.keys.job(entry.job, "parts")
+        parts, nparts = self.keys.job(entry.job, "parts"), self.keys.job(entry.job, "nparts")
+        indices = list(batch.counts)
+        counts = {i: n for i, n in batch.counts.items() if n}
 
         async def write(r: Any) -> int:
             async with r.pipeline(transaction=True) as pipe:
                 await pipe.watch(hold)
                 if await pipe.get(hold) != consumer:  # taken over, released or committed
                     return 0 if await pipe.exists(job) else -1
+                # The results written before (an earlier holder's): their parts that
+                # these do not overwrite go in the same transaction (only the holder
+                # writes them, and WATCH guards the holder).
+                found = await pipe.hmget(nparts, indices) if indices else []
+                before = {i: int(n) for i, n in zip(indices, found, strict=True) if n}
                 if self.before_exec is not None:
                     await self.before_exec()
                 pipe.multi()
-                for key, mapping in ((parts, batch.parts), (out, batch.out)):
+                if stale := batch.stale(before):
+                    pipe.hdel(parts, *stale)
+                if gone := [i for i in before if i not in counts]:
+                    pipe.hdel(nparts, *gone)
+                for key, mapping in ((parts, batch.parts), (out, batch.out), (nparts, counts)):
                     if mapping:
                         pipe.hset(key, mapping=mapping)
                         pipe.expire(key, self.ttl_s)

@@ -18,9 +18,10 @@ acknowledgement (`JobStore.finish_group`, which checks that it still holds the g
 wrote every result). A page stops at the first rollout without a result and the leader is
 the group's first, so no page ever shows part of a group. A worker that dies before the
 commit leaves the entry pending and nothing of the group committed; whoever takes it over
-begins the group again (the earlier provisional results dropped) and judges it whole. Its
-judgments all come from one session: the cached ones only when every member's is cached
-from one session, else all afresh (`group.cached`). One that was only paused past its
+begins the group again and judges it whole, its writes replacing the earlier provisional
+results (and dropping their parts). Its judgments all come from one session: the cached
+ones only when every member's is cached from one session, else all afresh
+(`group.cached`). One that was only paused past its
 lease and comes back writes and commits nothing, nor releases the taker's entry: every
 result of a group comes from one judging. A leader that reaches the delivery limit
 dead-letters the group whole.

@@ -1,7 +1,7 @@
 """A group member's result stored in bounded parts (the Redis job store, `jobs.group_queue`).
 
-Redis runs one command at a time, and copying a value holds it about half a millisecond a
-megabyte (bench/bench_group_write.py). A result of a rollout at JUDGE_MAX_TOKENS_PER_
+Redis runs one command at a time, and copying a value holds it up to about a millisecond
+a megabyte (bench/bench_group_write.py). A result of a rollout at JUDGE_MAX_TOKENS_PER_
 ROLLOUT in the dense encoding is about 5.4 MB, so one HSET of it held Redis about 3 ms,
 11 ms on a loaded machine. So a result longer than PART_BYTES is cut into parts of at most
 PART_BYTES: the parts go to the job's `parts` hash (fields ``<index>.<k>``) and the
@@ -10,11 +10,14 @@ object, and the cancelled marker is ``C``: neither begins with ``*``). Every wri
 every read then moves at most a few parts per command.
 
 A member's parts are written only by its group's holder (WATCH on the group's `hold`):
-the marker with the first part (so that whatever drops the result finds every part
-written so far), the writer's tag with the last (a tagged result has all its parts).
-Whatever replaces or drops a result drops its parts first (`DROP`, used by BEGIN,
-RELEASE and FINISH_GROUP), and the `parts` hash expires with the results, so no part
-outlives its result.
+the marker, and the count of parts in the `nparts` hash, with the first part (so that
+whatever drops the result finds every part written so far), the writer's tag with the
+last (a tagged result has all its parts). Whatever replaces a result drops the parts it
+does not overwrite: a holder's write, those of the result written before it (an earlier
+holder's, taken over: BEGIN leaves them, as dropping a whole group in one call would
+free up to JUDGE_MAX_TOKENS_PER_GROUP of results at once); RELEASE and FINISH_GROUP's
+given results (a cancel, a dead letter) all of them (`DROP`). The `parts` and `nparts`
+hashes expire with the results, so no part outlives its result.
 """
 
 from __future__ import annotations
@@ -24,22 +27,19 @@ from dataclasses import dataclass, field
 
 # Bytes (characters: results are JSON, nearly all ASCII) per part, and result bytes per
 # write transaction (`write_members`: it holds Redis for all its commands, so it is
-# bounded as one call) and per read command: copying a megabyte holds Redis about half a
-# millisecond on an idle machine, and some 4 ms at worst on a loaded one (2 cores, load
-# average 6: bench/bench_group_write.py), within the 5 ms every call must stay under.
+# bounded as one call) and per read command: a call of a megabyte holds Redis 0.1 to 1 ms
+# (p95 about 1 ms on a loaded 2-core machine: bench/bench_group_write.py), well within
+# the 5 ms every call must stay under.
 PART_BYTES = 512 << 10
 CALL_BYTES = 1 << 20
 MARK = "*"
 
-# Lua: drops the parts of result `i` when `out` holds its marker (a marker is short: HSTRLEN
-# first, so a whole result is never copied into the script).
+# Lua: drops the parts of result `i` (`nparts` counts them; none for a whole result).
 DROP = """
-local function drop(out, parts, i)
-  if redis.call('HSTRLEN', out, i) > 16 then return end
-  local v = redis.call('HGET', out, i)
-  if v and string.sub(v, 1, 1) == '*' then
-    for k = 0, tonumber(string.sub(v, 2)) - 1 do redis.call('HDEL', parts, i .. '.' .. k) end
-  end
+local function drop(parts, nparts, i)
+  local n = tonumber(redis.call('HGET', nparts, i) or '0')
+  for k = 0, n - 1 do redis.call('HDEL', parts, i .. '.' .. k) end
+  if n > 0 then redis.call('HDEL', nparts, i) end
 end
 """
 
@@ -50,8 +50,18 @@ class Batch:
 
     parts: dict[str, str] = field(default_factory=dict)
     out: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # the new parts of each in `out`
     tagged: list[str] = field(default_factory=list)
     size: int = 0
+
+    def stale(self, before: dict[str, int]) -> list[str]:
+        """The parts of the results written before (`before`: their counts) that this
+        batch's results do not overwrite."""
+        return [
+            f"{index}.{k}"
+            for index, count in self.counts.items()
+            for k in range(count, before.get(index, 0))
+        ]
 
 
 def batches(
@@ -68,10 +78,12 @@ def batches(
         batch = out[-1]
         if marker is None:
             batch.out[index] = value
+            batch.counts[index] = 0
         else:
             batch.parts[name] = value
             if marker:
                 batch.out[index] = marker
+                batch.counts[index] = int(marker[1:])
         if last:
             batch.tagged.append(index)
         batch.size += len(value)

@@ -23,6 +23,7 @@ Keys beside those listed in `store.redis_conn` (``P`` is the prefix)::
                                             result (`jobs.group_queue`)
     P:job:{id}:parts                  hash  <index>.<k> -> part k of a long group result
                                             (`jobs.parts`; `out` holds its marker)
+    P:job:{id}:nparts                 hash  index -> how many parts its result has
     P:job:{id}:hold:{leader}          string the consumer holding the group (BEGIN)
     P:jobs:creating                   zset  job id -> created_at, until all are queued
     P:jobs:{status}                   zset  job id -> when it got there; statuses:
@@ -260,6 +261,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
             job(job_id, "groups"),
             job(job_id, "prov"),
             job(job_id, "parts"),
+            job(job_id, "nparts"),
         ]
 
     async def take_over(
@@ -280,7 +282,6 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
         keys = [*(self.keys.job(entry.job, part) for part in parts), *self.status_keys]
         keys.append(self.keys.job(entry.job, "lead"))
         keys.append(self.keys.job(entry.job, f"hold:{entry.index}"))
-        keys += [self.keys.job(entry.job, "prov"), self.keys.job(entry.job, "parts")]
         args: list[str | int | float] = [
             entry.index,
             consumer,
@@ -331,6 +332,7 @@ class RedisJobStore(RedisJobReads, RedisGroupWrites, RedisClaims, JobStore):
             self.keys.job(entry.job, f"hold:{entry.index}"),
             self.keys.job(entry.job, "prov"),
             self.keys.job(entry.job, "parts"),
+            self.keys.job(entry.job, "nparts"),
         ]
         args: list[str | int | float] = [entry.id, GROUP, entry.job, entry.index, consumer]
         return int(await self.conn.run(lambda _: self._release(keys=keys, args=args))) == 1

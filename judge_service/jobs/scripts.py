@@ -109,18 +109,18 @@ return stop
 )
 
 # KEYS: job, out, run, tries, errors, in, S (6), lead, hold (the group's, when the index
-# leads one), prov, parts. ARGV: index, consumer, max deliveries, ttl, job id, now. Returns {kind,
+# leads one). ARGV: index, consumer, max deliveries, ttl, job id, now. Returns {kind,
 # attempts, payload-or-last-error}. A result that is still running is provisional (a
 # group's, `jobs.group_queue`), not done. A group's leader marks its members running too
 # (`lead` field g<index>: their indices), those without a result and those whose result
 # is provisional: a cancel then leaves the whole group to its worker and the counts show
 # the group in flight; and it makes this consumer the group's holder (`hold`), the only
-# one that may write its provisional results now: the provisional results of an earlier
-# holder (one that died or was taken for dead) are dropped with their parts, so the new
-# holder writes the group from nothing and nothing of the earlier judging is left behind.
+# one that may write its provisional results now. An earlier holder's provisional results
+# stay hidden (their members run) until the new holder's writes replace them, each write
+# freeing what it replaces (`jobs.parts`): dropping a whole group's here would free up to
+# JUDGE_MAX_TOKENS_PER_GROUP of results in one call.
 BEGIN = (
     _S
-    + DROP
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'gone'} end
 local running = redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1
@@ -137,14 +137,14 @@ if not payload then return {'gone'} end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 local group = redis.call('HGET', KEYS[13], 'g' .. ARGV[1])
 if group then
-  for i in string.gmatch(ARGV[1] .. ',' .. group, '%d+') do
+  local runs = {}  -- one HSET, not one per member: a group may have 256
+  for i in string.gmatch(group, '%d+') do
     if redis.call('HEXISTS', KEYS[2], i) == 0 or redis.call('HEXISTS', KEYS[3], i) == 1 then
-      drop(KEYS[2], KEYS[16], i)
-      redis.call('HDEL', KEYS[2], i)
-      redis.call('HDEL', KEYS[15], i)
-      redis.call('HSET', KEYS[3], i, ARGV[2])
+      runs[#runs + 1] = i
+      runs[#runs + 1] = ARGV[2]
     end
   end
+  if #runs > 0 then redis.call('HSET', KEYS[3], unpack(runs)) end
   redis.call('SET', KEYS[14], ARGV[2], 'EX', ARGV[4])
 end
 redis.call('EXPIRE', KEYS[3], ARGV[4])
@@ -157,9 +157,9 @@ return {'go', tostring(n), payload}
 )
 
 # Shared by FINISH, FINISH_GROUP and CANCEL_RANGE: the job's last result is in. Needs
-# `skey`/`move`; KEYS as in FINISH (the group blocks at 16 and the results' parts at 18:
-# they live as long as the results; the provisional results' tags at 17); `first` is
-# where S starts; status is the stored one.
+# `skey`/`move`; KEYS as in FINISH (the group blocks at 16 and the results' parts and
+# their counts at 18 and 19: they live as long as the results; the provisional results'
+# tags at 17); `first` is where S starts; status is the stored one.
 _FINALIZE = """
 local function finalize(first, job, stored, failed, total, now, ttl)
   local status = 'done'
@@ -172,6 +172,7 @@ local function finalize(first, job, stored, failed, total, now, ttl)
   redis.call('EXPIRE', KEYS[9], ttl)
   redis.call('EXPIRE', KEYS[16], ttl)
   redis.call('EXPIRE', KEYS[18], ttl)
+  redis.call('EXPIRE', KEYS[19], ttl)
   local from = stored
   if stored == 'cancelled' then from = 'cancelling' end
   move(first, job, from, status, now)
@@ -205,8 +206,8 @@ local function settle(job, now, ttl)
 end
 """
 
-# KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6), groups, prov, parts.
-# ARGV: index, result, kind (done|failed|cancelled|dead), entry id, group, now, ttl,
+# KEYS: job, out, run, stream, dead, in, tries, errors, ids, S (6), groups, prov, parts,
+# nparts. ARGV: index, result, kind (done|failed|cancelled|dead), entry id, group, now, ttl,
 # dead-letter record, job id, "keep" (the payload stays; no caller in this version needs
 # it: a group is written by FINISH_GROUP). Acknowledges the entry in every case; returns
 # 1 if this call wrote the result, 0 if one was there (first write wins), -1 if the job
@@ -273,7 +274,7 @@ for k = 10, #ARGV, 3 do
   local i = ARGV[k]
   if redis.call('HDEL', KEYS[3], i) == 1 or redis.call('HEXISTS', KEYS[2], i) == 0 then
     if ARGV[k + 1] ~= '' then  -- a given result (a cancel, a dead letter) replaces all
-      drop(KEYS[2], KEYS[18], i)
+      drop(KEYS[18], KEYS[19], i)
       redis.call('HSET', KEYS[2], i, ARGV[k + 1])
     end
     redis.call('HDEL', KEYS[6], i)
@@ -291,7 +292,7 @@ for k = 10, #ARGV, 3 do
     written = written + 1
   end
 end
-redis.call('DEL', KEYS[19])
+redis.call('DEL', KEYS[20])
 if written == 0 then return 0 end
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 settle(ARGV[6], ARGV[4], ARGV[5])
@@ -317,7 +318,7 @@ return tonumber(j[2])
 )
 
 # KEYS: job, out, run, stream (unused), dead (unused), in, tries, errors, ids, S (6),
-# groups, prov, parts.
+# groups, prov, parts, nparts.
 # ARGV: start, stop, now, ttl, cancelled marker, job id.
 # Rollouts start..stop-1 neither judged nor running get the marker as their result;
 # running ones finish. Returns how many were marked.
@@ -345,7 +346,7 @@ return c
 """
 )
 
-# KEYS: stream, job, out, run, tries, lead, hold, prov, parts. ARGV: entry id, group, job
+# KEYS: stream, job, out, run, tries, lead, hold, prov, parts, nparts. ARGV: entry id, group, job
 # id, index, consumer. A stopping worker's entry goes back to the end of the stream (a new
 # entry, the old one acknowledged), and the interrupted delivery is not counted against
 # the rollout. A leader's group stops running with it, its provisional results dropped.
@@ -368,7 +369,7 @@ local group = redis.call('HGET', KEYS[6], 'g' .. ARGV[4])
 if group then
   for i in string.gmatch(ARGV[4] .. ',' .. group, '%d+') do
     if redis.call('HDEL', KEYS[4], i) == 1 then
-      drop(KEYS[3], KEYS[9], i)
+      drop(KEYS[9], KEYS[10], i)
       redis.call('HDEL', KEYS[3], i)
       redis.call('HDEL', KEYS[8], i)
     end
