@@ -119,7 +119,7 @@ def read_trace(request: JudgeRequest) -> Reading:
     lines = line_sentences(request.trace.text)
     # Near-duplicates are found for the whole trace at once (repetition.py), in the order
     # the lines are then read.
-    flags = iter(repeated_sentences([text for *_, found in lines for *_, text in found]))
+    flags = iter(repeated_sentences([sentence[2] for line in lines for sentence in line[2]]))
     # The kind of each link as the reader reads it: validation's line checks are made of
     # them (one walk of the trace for the judge and validation).
     kinds = LinkKinds()
