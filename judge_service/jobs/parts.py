@@ -22,7 +22,7 @@ hashes expire with the results, so no part outlives its result.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Bytes (characters: results are JSON, nearly all ASCII) per part, and result bytes per
@@ -108,7 +108,16 @@ def part_fields(index: int, value: str | None) -> list[str] | None:
     return [f"{index}.{k}" for k in range(int(value[1:]))]
 
 
-def grouped(names: Sequence[str], per_call: int) -> Iterator[list[str]]:
-    """`names` in lists of `per_call` (one read command each)."""
-    for start in range(0, len(names), per_call):
-        yield list(names[start : start + per_call])
+def by_size(sizes: Mapping[str, int], limit: int) -> Iterator[list[str]]:
+    """The names of `sizes` (name -> bytes), in order, in lists of at most `limit` bytes
+    (one name at least): one read round trip each."""
+    names: list[str] = []
+    total = 0
+    for name, size in sizes.items():
+        if names and total + size > limit:
+            yield names
+            names, total = [], 0
+        names.append(name)
+        total += size
+    if names:
+        yield names

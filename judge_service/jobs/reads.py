@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from judge_service.jobs.model import JobRecord
-from judge_service.jobs.parts import CALL_BYTES, PART_BYTES, grouped, part_fields
+from judge_service.jobs.parts import CALL_BYTES, PART_BYTES, by_size, part_fields
 from judge_service.store.redis_conn import GROUP, Keys, RedisConnection
 
 
@@ -55,44 +55,47 @@ class RedisJobReads:
         if not fields:
             return []
         out, run = self.keys.job(job_id, "out"), self.keys.job(job_id, "run")
-        # A value in `out` is at most a part long, or a single rollout's whole result:
-        # a few per command keeps each read of long results bounded (`jobs.parts`).
-        per_call = max(1, CALL_BYTES // PART_BYTES)
 
-        async def read(r: Any) -> list[Any]:
+        async def sizes(r: Any) -> list[Any]:
             async with r.pipeline(transaction=False) as pipe:
-                for names in grouped(fields, per_call):
-                    pipe.hmget(out, names)
+                for name in fields:
+                    pipe.hstrlen(out, name)
                 pipe.hmget(run, fields)
                 result: list[Any] = await pipe.execute()
                 return result
 
-        *values, running = await self.conn.run(read)
-        stored = [v for reply in values for v in reply]
+        *lengths, running = await self.conn.run(sizes)
         # A running index's result is a group member's provisional one (`write_members`).
-        shown = [None if held is not None else v for v, held in zip(stored, running, strict=True)]
-        return await self._joined(job_id, start, shown, per_call)
+        wanted = {
+            name: int(size)
+            for name, size, held in zip(fields, lengths, running, strict=True)
+            if size and held is None
+        }
+        found = await self._bounded(out, wanted)
+        shown = [found.get(name) for name in fields]
+        return await self._joined(job_id, start, shown)
 
-    async def _joined(
-        self, job_id: str, start: int, shown: list[str | None], per_call: int
-    ) -> list[str | None]:
+    async def _bounded(self, key: str, sizes: dict[str, int]) -> dict[str, str | None]:
+        """The fields of `sizes` (name -> bytes) of hash `key`, read in round trips of at
+        most CALL_BYTES (one field at least). Redis runs a client's pipelined commands back
+        to back, so pipelining every read of a page would hold it for all of them: each
+        round trip waits for the last, and Redis serves other clients between them."""
+        values: dict[str, str | None] = {}
+        for names in by_size(sizes, CALL_BYTES):
+            got = await self.conn.run(lambda r, n=names: r.hmget(key, n))  # type: ignore[misc]
+            values.update(zip(names, got, strict=True))
+        return values
+
+    async def _joined(self, job_id: str, start: int, shown: list[str | None]) -> list[str | None]:
         """`shown` with each marker replaced by its result, read back part by part (None if a
         part is missing: the job expired meanwhile)."""
         wanted = {k: part_fields(start + k, v) for k, v in enumerate(shown)}
         names = [name for found in wanted.values() if found for name in found]
         if not names:
             return shown
-        key = self.keys.job(job_id, "parts")
-
-        async def read(r: Any) -> list[Any]:
-            async with r.pipeline(transaction=False) as pipe:
-                for chunk in grouped(names, per_call):
-                    pipe.hmget(key, chunk)
-                result: list[Any] = await pipe.execute()
-                return result
-
-        read_back = [p for reply in await self.conn.run(read) for p in reply]
-        parts = dict(zip(names, read_back, strict=True))
+        parts = await self._bounded(
+            self.keys.job(job_id, "parts"), dict.fromkeys(names, PART_BYTES)
+        )
         for k, found in wanted.items():
             if found:
                 pieces = [parts.get(name) for name in found]
