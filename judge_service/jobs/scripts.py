@@ -268,8 +268,8 @@ redis.call('XACK', KEYS[4], ARGV[3], ARGV[2])
 redis.call('XDEL', KEYS[4], ARGV[2])
 if not live then return -1 end
 if committed then return 0 end
-local written, dead, record = 0, false, nil
-if ARGV[8] ~= '' then record = ARGV[8] end
+-- One command per kind of change where it can, not one per member: a group may have 256.
+local written, tally = {}, {}
 for k = 10, #ARGV, 3 do
   local i = ARGV[k]
   if redis.call('HDEL', KEYS[3], i) == 1 or redis.call('HEXISTS', KEYS[2], i) == 0 then
@@ -277,26 +277,31 @@ for k = 10, #ARGV, 3 do
       drop(KEYS[18], KEYS[19], i)
       redis.call('HSET', KEYS[2], i, ARGV[k + 1])
     end
-    redis.call('HDEL', KEYS[6], i)
-    redis.call('HDEL', KEYS[17], i)
-    if ARGV[k + 2] == 'dead' and not dead then
-      count('dead', record)  -- the group is one entry: one dead-letter record
-      dead = true
-    else
-      count(ARGV[k + 2], nil)
-    end
+    tally[ARGV[k + 2]] = (tally[ARGV[k + 2]] or 0) + 1
     if i == ARGV[1] and ARGV[7] ~= '' then
       redis.call('HSET', KEYS[16], i, ARGV[7])
       redis.call('EXPIRE', KEYS[16], ARGV[5])
     end
-    written = written + 1
+    written[#written + 1] = i
   end
 end
 redis.call('DEL', KEYS[20])
-if written == 0 then return 0 end
+if #written == 0 then return 0 end
+redis.call('HDEL', KEYS[6], unpack(written))
+redis.call('HDEL', KEYS[17], unpack(written))
+for kind, n in pairs(tally) do
+  if kind == 'dead' then
+    redis.call('HINCRBY', KEYS[1], 'failed', n)
+    if ARGV[8] ~= '' then  -- the group is one entry: one dead-letter record
+      redis.call('RPUSH', KEYS[5], ARGV[8])
+      redis.call('LTRIM', KEYS[5], -10000, -1)
+    end
+  end
+  redis.call('HINCRBY', KEYS[1], kind, n)
+end
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 settle(ARGV[6], ARGV[4], ARGV[5])
-return written
+return #written
 """
 )
 
