@@ -99,6 +99,8 @@ _LABEL = re.compile(
     rf"(?:{_NAME}(?:\s*+[:/,]\s*+{_NAME}){{0,5}}|\(\s*+{_NAME}(?:\s*+[,;]\s*+{_NAME}){{0,7}}\s*+\))"
     r"\s*+(?:\$\s*+)?(?:=|\\approx|\\simeq|\\sim|\bis\b|\bare\b)(?![=<>]))"
 )
+# What every label ends with: a text without one has no label to look for (most answers)
+_LABEL_MARK = re.compile(r"=|\\approx|\\simeq|\\sim|\bis\b|\bare\b")
 _SPACED_GROUP = re.compile(r" ?\{\s*+,\s*+\} ?")  # ``14 {, }916``, as some write 14{,}916
 # ``\\mathrm{~cm}^{2}``: a tie or thin space may stand before the unit's letters
 _UNIT_POWER = re.compile(
@@ -188,6 +190,8 @@ def _unlabelled(text: str) -> str:
     ``\\mbox{ cm}^2``), a closing approximation (``1/3 \\approx 0.33``)."""
     text = _SPELLED_CONNECTIVE.sub(r" \1 ", _SPACED_GROUP.sub("{,}", without_base(text)))
     text = blank_chain_heads(_UNIT_POWER.sub(r"\1", _APPROXIMATION.sub("", text)))
+    if not _LABEL_MARK.search(text):
+        return text
     return _LABEL.sub(lambda m: " " * len(m.group(1)), text)
 
 
