@@ -90,6 +90,7 @@ async def test_a_taker_and_a_release_drop_the_earlier_parts(
 ) -> None:
     store, raw = jobs
     job_id, leader, _ = await started(store, "a")
+    assert await raw.hlen(key(store, job_id, "parts")) == 3  # a's r0, in parts
     (taken,) = await store.reclaim("b", min_idle_s=0.0, count=3)
     await store.begin(taken, "b", 3)  # a judging of its own, which replaces a's
     short = [(i, json.dumps({"id": f"r{i}"})) for i in range(3)]  # b's results are short
@@ -100,6 +101,7 @@ async def test_a_taker_and_a_release_drop_the_earlier_parts(
     assert await store.result_slice(job_id, 0, 3) == [r for _, r in short]
 
     job_id, leader, _ = await started(store, "c")
+    assert await raw.hlen(key(store, job_id, "parts")) == 3
     assert await store.release(leader, "c")
     for part in ("out", "prov", "parts", "nparts"):
         assert await raw.hlen(key(store, job_id, part)) == 0, part
