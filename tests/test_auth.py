@@ -135,3 +135,32 @@ def test_an_open_api_warns_at_start_up(caplog: pytest.LogCaptureFixture) -> None
     with caplog.at_level(logging.WARNING), LiveServer(create_app(Settings())) as live:
         assert httpx.get(live.url + "/v1/jobs/job_x").status_code == 404  # no key needed
     assert "JUDGE_API_KEYS is unset" in caplog.text
+
+
+def test_the_engine_dependency_does_not_walk_authenticate_again() -> None:
+    """The engine's dependency reads the tenant `authenticate` found (a router dependency,
+    resolved first) instead of declaring it again: FastAPI walked a repeated dependency,
+    and its bearer scheme, on every request even when its value was cached."""
+    from fastapi.dependencies.models import Dependant
+    from fastapi.dependencies.utils import get_dependant
+
+    from judge_service.api.auth import authenticate
+    from judge_service.api.deps import get_engine
+
+    def calls(dependant: Dependant) -> list[object]:
+        return [dependant.call, *(c for d in dependant.dependencies for c in calls(d))]
+
+    assert authenticate not in calls(get_dependant(path="/", call=get_engine))
+
+
+def test_the_engine_acts_for_the_authenticated_tenant(bpe: LoadedTokenizer) -> None:
+    """A judgment cached by one key is not served to the other (each engine view carries
+    its caller's tenant), and the open mode judges as before."""
+    body = {"rollout": {"id": "t", "problem": "p", "response_token_ids": bpe.hf.encode(TEXT)}}
+    settings = Settings(default_tokenizer=str(bpe.name), api_keys=f"{ALPHA},{BETA}")  # type: ignore[arg-type]
+    with LiveServer(create_app(settings)) as live, httpx.Client(base_url=live.url) as client:
+        first = client.post("/v1/judge", json=body, headers={"authorization": f"Bearer {ALPHA}"})
+        again = client.post("/v1/judge", json=body, headers={"authorization": f"Bearer {ALPHA}"})
+        other = client.post("/v1/judge", json=body, headers={"authorization": f"Bearer {BETA}"})
+    assert first.status_code == again.status_code == other.status_code == 200, first.text
+    assert [r.json()["cache"] for r in (first, again, other)] == ["miss", "hit", "miss"]

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judge_service.folding import FoldedText, fold, fold_with_origin
+from judge_service.folding import FoldedText, _fold_arrays, _folds_to_itself, fold, fold_with_origin
 from judge_service.trace.markers import escape_chars
 
 ALPHABET = st.sampled_from(
@@ -44,6 +44,28 @@ def test_fold_matches_the_per_char_reference(text: str) -> None:
         source = _reference(text[int(origin[position])])
         fence = {"‹": "<", "›": ">"}.get(char)
         assert char in source or (char == " " and source.isspace()) or fence in source
+
+
+# Chars that fold to themselves (a short trace's usual text) besides whitespace, and a few
+# that do not: the regular-expression path must give the numpy path's text and origins.
+PLAIN = st.sampled_from(
+    [*"ab 1=+-<>\n\t\r×—数", "\u2028", "\u2003", "\x0b", "\u00e9", "\u0301", "⟦", "\u00a0"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(PLAIN, max_size=60))
+def test_the_plain_fold_equals_the_array_fold(text: str) -> None:
+    folded, origin = fold_with_origin(text)
+    expected, expected_origin = _fold_arrays(text)
+    assert folded == expected
+    assert origin.dtype == expected_origin.dtype and origin.tolist() == expected_origin.tolist()
+
+
+def test_which_texts_take_the_plain_fold() -> None:
+    assert _folds_to_itself("17 × 24 = 408.\n\nSo  the answer\tis 408.")
+    for text in ("a\x07b", "a\u00a0b", "ﬁ", "x⟦1⟧", "<<<", "\u00e9"):
+        assert not _folds_to_itself(text), text
 
 
 @settings(max_examples=300, deadline=None)

@@ -3,11 +3,14 @@ every `every` tokens until the next line."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from judge_service.trace import markers
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import marker_array, marker_positions
 
@@ -49,14 +52,18 @@ _TEXT = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join)
     cuts=st.lists(st.integers(0, 200), max_size=120),
     empties=st.lists(st.integers(0, 200), max_size=10),
     every=st.sampled_from([1, 2, 3, 5, 64]),
+    short=st.booleans(),
 )
 def test_positions_match_a_token_walk(
-    text: str, cuts: list[int], empties: list[int], every: int
+    text: str, cuts: list[int], empties: list[int], every: int, short: bool
 ) -> None:
+    """Both ways of finding them: plain Python below markers._SHORT, numpy above (forced
+    here by a limit of 0)."""
     trace = _trace(text, cuts, empties)
-    positions = marker_positions(trace, every)
-    assert positions == _walk(trace, every)
-    array = marker_array(trace, every)
+    with mock.patch.object(markers, "_SHORT", markers._SHORT if short else 0):
+        positions = marker_positions(trace, every)
+        assert positions == _walk(trace, every)
+        array = marker_array(trace, every)
     assert array.dtype == np.int64 and not array.flags.writeable
 
 

@@ -93,6 +93,7 @@ async def authenticate(
         tenant = tenant_of(key)
     limiter: RequestLimiter = request.app.state.request_limiter
     await limiter.check(tenant)
+    request.state.tenant = tenant  # for `deps.get_engine`, which runs after
     return tenant
 
 

@@ -29,6 +29,10 @@ def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     The body is scanned a slice at a time (each slice one short C call): on a 58 MiB
     body, one ``translate`` over the whole held the GIL, and so the event loop, for
     150 ms. A slice never ends inside a run of backslashes, so each starts unescaped."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        # Too few openings to nest that deep, strings or not: two C counts, where the scan
+        # (numpy's fixed cost) was ~3% of a small request's time.
+        return False
     depth, in_string = 0, 0
     at = 0
     while at < len(body):

@@ -69,6 +69,7 @@ _TRANSPORT_ERRORS = frozenset(
 # that needs it while another imports it waits for that import rather than racing it.
 _TRANSFORMERS_LOCK = threading.Lock()
 _auto_tokenizer: Any = None
+_warming: threading.Thread | None = None
 
 
 def auto_tokenizer() -> Any:
@@ -103,9 +104,16 @@ def warm_up(then: Callable[[], object] | None = None) -> threading.Thread:
         if then is not None:
             then()
 
+    global _warming
     thread = threading.Thread(target=run, name="transformers-import", daemon=True)
     thread.start()
+    _warming = thread
     return thread
+
+
+def warming() -> bool:
+    """Whether a `warm_up` is still under way (its import, or what runs after it)."""
+    return _warming is not None and _warming.is_alive()
 
 
 def shown(name: str) -> str:

@@ -18,6 +18,7 @@ from judge_service.jobs.inprocess import InProcessWorker
 from judge_service.jobs.model import JobStore
 from judge_service.pipeline import Engine
 from judge_service.store import Store
+from judge_service.trace import loading
 
 router = APIRouter(tags=["health"])
 T = TypeVar("T")
@@ -32,11 +33,21 @@ async def healthz() -> dict[str, str]:
 # Each check of /readyz gets this long: a hung Redis or a hub that never answers is
 # "not ready" within about a second, never a probe that hangs with it.
 CHECK_TIMEOUT_S = 0.8
+WARM_UP_WAIT_S = 30.0
 
 
 async def _bounded(awaitable: Awaitable[T]) -> T:
     async with asyncio.timeout(CHECK_TIMEOUT_S):
         return await awaitable
+
+
+async def _warmed_up() -> None:
+    """Wait for the server's start-up import of transformers (seconds, once; `app.py`),
+    up to WARM_UP_WAIT_S: a probe that comes meanwhile answers once the server can judge,
+    rather than "not ready" for a tokenizer load that has not started yet."""
+    deadline = time.monotonic() + WARM_UP_WAIT_S
+    while loading.warming() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
 
 
 @router.get("/readyz", operation_id="readyz")
@@ -52,6 +63,7 @@ async def readyz(request: Request) -> JSONResponse:
     name = engine.settings.default_tokenizer
     if name:
         try:
+            await _warmed_up()
             await _bounded(engine.tokenizers.aget(name))
             checks["default_tokenizer"] = {"ok": True, "name": name}
         except Exception as exc:  # report, never crash the probe
