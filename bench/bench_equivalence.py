@@ -97,9 +97,18 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="the other checkout")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rule-ab",
+        action="store_true",
+        help="the coverage rule only: both checkouts' "
+        "coverage.py in one process, passes alternating (steadier on a loaded machine)",
+    )
     args = parser.parse_args()
     if args.child:
         _child()
+        return
+    if args.rule_ab:
+        _rule_ab(args.before or ROOT, args.rounds)
         return
     cases = load_cases()
     checkouts = {"before": args.before or ROOT, "after": ROOT}
@@ -153,6 +162,52 @@ def main() -> None:
         f"| the coverage rule alone, per parsed form | {before:.3f} | {after:.3f} | "
         f"{after / before:.2f} | |"
     )
+
+
+def _rule_ab(before: Path, rounds: int) -> None:
+    """The coverage rule of `before` and of this checkout, loaded side by side in this
+    process (each imports the reader from this checkout), on the answer-form sides as
+    math-verify parses them; passes alternate, so load falls on both alike."""
+    import importlib.util
+
+    from math_verify import parse
+
+    modules = {}
+    for label, root in (("before", before), ("after", ROOT)):
+        name = f"_coverage_{label}"
+        path = root / "judge_service" / "equivalence" / "coverage.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        modules[label] = module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+    pairs = [
+        (f"${text}$", form)
+        for case in load_cases()
+        if answer_form(case)
+        for text in (case["gold"].strip("$ "), case["pred"].strip("$ "))
+        for form in parse(f"${text}$")
+    ]
+
+    def one_pass(module: Any) -> float:
+        for cached in ("_stated", "_items"):
+            getattr(getattr(module, cached), "cache_clear", lambda: None)()
+        began = time.perf_counter()
+        for text, form in pairs:
+            module.unaccounted(text, form)
+        return (time.perf_counter() - began) * 1000 / len(pairs)
+
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for index in range(rounds * 6 + 1):
+        for label in ("before", "after") if index % 2 else ("after", "before"):
+            times[label].append(one_pass(modules[label]))
+    times = {label: values[1:] for label, values in times.items()}  # the first warms up
+    ratio = statistics.median(a / b for a, b in zip(times["after"], times["before"], strict=True))
+    print("| the coverage rule, ms per parsed form | before | after | after/before (paired) |")
+    print("|---|---|---|---|")
+    for stat in (min, statistics.median):
+        before_ms, after_ms = stat(times["before"]), stat(times["after"])
+        print(f"| {stat.__name__} over passes | {before_ms:.4f} | {after_ms:.4f} | {ratio:.3f} |")
 
 
 if __name__ == "__main__":
