@@ -54,10 +54,10 @@ from typing import TYPE_CHECKING, Any
 
 from judge_service import labels as L
 from judge_service import spans as S
+from judge_service.collector import collector_paused
 from judge_service.evidence_index import TraceIndex, precedence, resolve_overlaps
 from judge_service.folding import fold
 from judge_service.grounding import Verdict
-from judge_service.collector import collector_paused
 from judge_service.spans import Rejection, Span, SpanLimits, ValidationReport, as_int, unlocked
 from judge_service.trace.decode import Trace
 
