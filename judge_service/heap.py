@@ -6,7 +6,9 @@ for 100–200 ms, in whatever thread triggered it, so a judge working in a
 thread stalls the event loop (and `/healthz`) for that long. Objects alive
 at startup live for the process, so they are moved to the permanent
 generation (`gc.freeze`) once the modules of the hot path are imported, and
-later collections only walk what requests create.
+later collections only walk what requests create. transformers (and torch) are
+imported after that, by the server's warm-up thread (trace/loading.py), which
+freezes again once the import ends (api/app.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import importlib
 
 HOT_PATH_MODULES = (
     "judge_service.judges.rules.rules_judge",  # sympy and the exact checker
-    "judge_service.trace.tokenizer",  # transformers
+    "judge_service.trace.tokenizer",  # the tokenizer cache (transformers: the warm-up's)
     "judge_service.validate",
 )
 
