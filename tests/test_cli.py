@@ -146,6 +146,51 @@ def test_serve_refuses_an_oversized_request_head_and_keeps_serving(tmp_path: Pat
         stop(process)
 
 
+# struct tcp_info's tcpi_data_segs_in (Linux 4.6+): segments with data this socket received.
+_DATA_SEGS_IN = 152
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's TCP_INFO")
+def test_serve_writes_a_small_response_in_one_segment(tmp_path: Path) -> None:
+    """The head and the body of a response leave in one send (uvicorn wrote the head as
+    soon as the app sent it: two segments, two wake-ups of the client per response); a
+    response without a body (HEAD) still gets its head."""
+    import socket
+    import struct
+
+    def data_segments(sock: socket.socket) -> int:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+        count: int = struct.unpack_from("I", info, _DATA_SEGS_IN)[0]
+        return count
+
+    port = free_port()
+    env = {**os.environ, "JUDGE_INPROCESS_WORKER": "off"}
+    process = spawn(["serve", "--port", str(port)], env, tmp_path / "serve.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}")
+        ping = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        bad = b"POST /v1/judge HTTP/1.1\r\nHost: x\r\ncontent-length: 2\r\n\r\n{}"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            for request, status in ((ping, b"200"), (bad, b"422"), (ping, b"200")):
+                before = data_segments(sock)
+                sock.sendall(request)
+                (reply,) = _read_responses(sock, 1)
+                assert reply.split(b" ", 2)[1] == status
+                assert data_segments(sock) - before == 1, reply[:200]
+            sock.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(65536)
+                assert chunk, "connection closed before the HEAD response's head"
+                head += chunk
+            assert head.startswith(b"HTTP/1.1 ")
+            sock.sendall(ping)
+            assert _read_responses(sock, 1)[0].split(b" ", 2)[1] == b"200"
+    finally:
+        stop(process)
+
+
 def _read_responses(sock: Any, count: int) -> list[bytes]:
     """`count` HTTP/1.1 responses (each with a content-length) read off `sock`."""
     buffer, out = b"", []
