@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import httpx
 import numpy as np
 import numpy.typing as npt
 from _serve import free_port, served
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from judge_service.client import JudgeClient, arrays, to_padded
 from judge_service.schemas import BatchResponse

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import tempfile
 from pathlib import Path
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import numpy as np
 from _timing import median_ms
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from judge_service.trace import TokenizerCache
 from judge_service.trace.detokenize import LoadedTokenizer

@@ -35,12 +35,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import httpx
 from _load import post_many
 from _serve import free_port, missing_dependencies, served
 from _timing import median_ms
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from tests.harness.tokenizers import (
     build_byte_level_bpe,

@@ -24,8 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
-
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 from bench_validation import arithmetic_trace, hostile_mix, positive_spans
 
 from judge_service.labels import DEFAULT_LABEL_SCORES

@@ -24,10 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import httpx
 from _serve import free_port, served
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from tests.harness.tokenizers import build_byte_level_bpe, synthetic_trace
 

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
-from pathlib import Path
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 from _timing import median_ms
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from judge_service import credit
 from judge_service.labels import DEFAULT_LABEL_SCORES

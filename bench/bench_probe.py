@@ -15,15 +15,12 @@ time, max |difference| of the summed answer log-probs at most 1e-4.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from judge_service.probe.endings import ENDING_FAMILIES, encode_suffix
 from judge_service.probe.scorer import LMScorer

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 
 from tests.harness import llama_server
 

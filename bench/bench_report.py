@@ -16,12 +16,11 @@ import argparse
 import json
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 
 from judge_service import credit
 from judge_service.labels import DEFAULT_LABEL_SCORES

@@ -25,10 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import httpx
 from _serve import free_port, missing_dependencies, source_env
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from tests.harness.tokenizers import build_byte_level_bpe, math_corpus
 

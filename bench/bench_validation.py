@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 
 from judge_service.credit import token_credit
 from judge_service.devtools.arith_traces import trace_text

@@ -24,9 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 from bench_e2e import UNICODE, WORDS, arithmetic, prose
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.harness
 
 from tests.harness.tokenizers import build_metaspace_bpe
 
