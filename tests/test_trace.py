@@ -104,6 +104,17 @@ def test_random_ids_match_the_tokenizers_own_decode(bpe: LoadedTokenizer) -> Non
         assert "".join(trace.token_text(i) for i in range(len(ids))) == trace.text
 
 
+def test_long_random_ids_gathered_as_the_tokenizer_decodes_them(bpe: LoadedTokenizer) -> None:
+    """Past a few hundred ids the bytes are gathered from one array (`_joined`), not joined
+    piece by piece: the same text, invalid UTF-8 and ids of empty pieces included."""
+    rng = random.Random(11)
+    for size in [257, 300, 1000, 2999, *(rng.randrange(257, 4000) for _ in range(20))]:
+        ids = [rng.randrange(bpe.vocab_size) for _ in range(size)]
+        trace = bpe.decode(ids)
+        assert trace.text == _reference(bpe, ids)
+        _assert_tiles(trace.offsets, trace.text)
+
+
 def test_truncated_multibyte_at_the_end_is_replaced(bpe: LoadedTokenizer) -> None:
     ids = bpe.hf.encode("a😀", add_special_tokens=False)[:-1]
     trace = bpe.decode(ids)
