@@ -101,9 +101,6 @@ _READ_WHOLE = re.compile(
 )
 
 
-_FALSE, _TAINTED, _TRUE = FALSE, TAINTED, TRUE  # the reader's kinds of a link
-
-
 def walk_kinds(trace: Trace) -> LinkKinds:
     """One walk of the rules judge's reader over the trace's links (no sentences)."""
     read = LinkKinds()
@@ -139,12 +136,12 @@ class LineChecks:
         self.tainted_lines: set[int] = set()
         if len(self._kind) > 256:  # thousands of links: whole-array steps pay again
             kinds = np.asarray(self._kind)
-            self.false_lines = self._touched(kinds == _FALSE, n)
-            self.tainted_lines = self._touched(kinds == _TAINTED, n)
+            self.false_lines = self._touched(kinds == FALSE, n)
+            self.tainted_lines = self._touched(kinds == TAINTED, n)
         else:
             for kind, lo, hi in zip(self._kind, self._lo, self._hi, strict=True):
-                if kind != _TRUE:
-                    (self.false_lines if kind == _FALSE else self.tainted_lines).update(
+                if kind != TRUE:
+                    (self.false_lines if kind == FALSE else self.tainted_lines).update(
                         range(lo, hi + 1)
                     )
         self.has_false, self.has_taint = bool(self.false_lines), bool(self.tainted_lines)
@@ -189,7 +186,7 @@ class LineChecks:
         if hit is None:
             return None
         for kind, lo, hi, a, b in self._links():
-            if kind == _FALSE and lo <= hit <= hi:
+            if kind == FALSE and lo <= hit <= hi:
                 return " ".join(self.trace.text[a:b].split())
         return "a false computation"  # pragma: no cover - every false line has its link
 
@@ -213,13 +210,13 @@ class LineChecks:
         return [
             " ".join(text[a:b].split())
             for kind, lo, hi, a, b in self._links()
-            if kind == _TRUE and lo <= last and first <= hi
+            if kind == TRUE and lo <= last and first <= hi
         ]
 
     def true_lines(self) -> list[int]:
         """Every marker line `proven_true` holds of (the drift shadow's checker-true lines)."""
         candidates = {
-            at for kind, lo, hi, _, _ in self._links() if kind == _TRUE for at in range(lo, hi + 1)
+            at for kind, lo, hi, _, _ in self._links() if kind == TRUE for at in range(lo, hi + 1)
         }
         return sorted(line for line in candidates if self._proven_line(line))
 
@@ -235,7 +232,7 @@ class LineChecks:
         if self._true_chars is None:  # only an invalid span asks: built on its first ask
             self._true_chars = {}
             for kind, lo, hi, a, b in self._links():
-                if kind == _TRUE:
+                if kind == TRUE:
                     for at in range(lo, hi + 1):
                         self._true_chars.setdefault(at, []).append((a, b))
         true = self._true_chars.get(line)

@@ -85,9 +85,11 @@ cdef inline bint may_start_word(Py_UCS4 c) noexcept:
 
 
 cdef bint words_to_rewrite(str text, Chars chars, Py_ssize_t start, Py_ssize_t end) except -1:
-    """Whether `forms.REWRITE_TRIGGER` matches in ``text[:end]`` from `start` on: the regex
-    is asked only where one of its two branches can begin (``[0-9)%]`` and blank space
-    before a word, or a digit beside an ``x``), and never past `end` (its endpos)."""
+    """Whether `forms.REWRITE_TRIGGER` matches in ``text[:end]`` from `start` on. A match
+    can only begin where one of its two branches can (``[0-9)%]`` and blank space before a
+    word, or a digit beside an ``x``): the scan finds the first such place, and the regex
+    searches once from there (never past `end`, its endpos); a line without one is
+    decided without the regex."""
     cdef Py_ssize_t i, k
     cdef Py_UCS4 c, d
     cdef bint candidate
@@ -106,8 +108,8 @@ cdef bint words_to_rewrite(str text, Chars chars, Py_ssize_t start, Py_ssize_t e
             candidate = d == 120 or d == 88 or (
                 d == 32 and i + 2 < end and (char_at(chars, i + 2) == 120 or char_at(chars, i + 2) == 88)
             )
-        if candidate and WORDS_TRIGGER.match(text, i, end) is not None:
-            return True
+        if candidate:
+            return WORDS_TRIGGER.search(text, i, end) is not None
     return False
 
 

@@ -60,7 +60,7 @@ cdef void add_kinds(
         at += 1
         if not link[8]:
             kinds.append(LINK_FALSE)
-        elif finding[2] is UNSUPPORTED or finding[2] == UNSUPPORTED:
+        elif finding[2] == UNSUPPORTED:
             kinds.append(LINK_TAINTED)
         else:
             kinds.append(LINK_TRUE)
