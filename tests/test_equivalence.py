@@ -206,6 +206,10 @@ def test_power_chains_associate_to_the_right(text: str, expected: str) -> None:
         ("\\$5", {}, "$\\$5$"),
         ("The answer is $7$", {}, "The answer is $7$"),
         ("The answer is 7", {}, "The answer is 7"),
+        # a long run of white space keeps its ends (math-verify's number pattern costs the
+        # square of the run); one of 32 chars is kept whole
+        ("The answer is 7" + " " * 32 + "apples", {}, "The answer is 7" + " " * 32 + "apples"),
+        ("Answer: 7" + " \n" * 3000 + "apples", {}, "Answer: 7" + " \n" * 16 + "apples"),
     ],
 )
 def test_answers_are_prepared_for_the_latex_parser(

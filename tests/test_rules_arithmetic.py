@@ -167,10 +167,11 @@ HUGE = [
 
 @pytest.mark.parametrize("src", HUGE, ids=lambda s: s[:30])
 def test_too_large_is_refused_fast(src: str) -> None:
-    start = time.perf_counter()
+    # this thread's CPU time: a blow-up fails it, a loaded machine does not
+    start = time.thread_time()
     with pytest.raises(TooLarge):
         parse_number_expr(src)
-    assert time.perf_counter() - start < 0.5
+    assert time.thread_time() - start < 0.5
 
 
 def test_product_of_big_literals_is_bounded() -> None:

@@ -283,15 +283,19 @@ def test_trivial_and_approximate_flags() -> None:
     assert lk.holds and not lk.approximate
 
 
+# The bounds below are on this thread's CPU time: they catch a blow-up (a cube, an
+# exponential) by a wide margin, and a loaded machine that deschedules the test moves none.
+
+
 def test_lines_without_claims_are_free() -> None:
     assert find_links("") == []
     assert find_links("No equals sign here, 3 + 4 is seven.") == []
     assert find_links("a = b and c = d") == []  # no digit: not even lexed
     line = "Let me think about this carefully; the answer should be the number of apples. " * 3
-    start = time.perf_counter()
+    start = time.thread_time()
     for _ in range(5000):
         find_links(line)
-    assert time.perf_counter() - start < 0.5
+    assert time.thread_time() - start < 0.5
 
 
 def test_typical_trace_is_fast() -> None:
@@ -305,9 +309,9 @@ def test_typical_trace_is_fast() -> None:
             f"Then {a} - {b} = {a - b + rng.choice([0, 1])}.",
             "Now let me double-check the reasoning above before moving on.",
         ]
-    start = time.perf_counter()
+    start = time.thread_time()
     found = sum(len(find_links(line)) for line in lines)
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert found == 3000
     assert elapsed / len(lines) < 2e-3  # well under a millisecond per line on a free core
 
@@ -353,9 +357,9 @@ HUGE_LINES = [
 
 @pytest.mark.parametrize("line", HUGE_LINES, ids=lambda s: s[:30])
 def test_huge_claims_are_skipped_fast(line: str) -> None:
-    start = time.perf_counter()
+    start = time.thread_time()
     assert find_links(line) == []
-    assert time.perf_counter() - start < 0.5
+    assert time.thread_time() - start < 0.5
 
 
 def test_crafted_radicals_stay_bounded() -> None:
@@ -367,9 +371,9 @@ def test_crafted_radicals_stay_bounded() -> None:
         "1 + (\\sqrt{3}-\\sqrt{2})^{64} = 1",
     ]
     for line in lines:
-        start = time.perf_counter()
+        start = time.thread_time()
         links = find_links(line)
-        assert time.perf_counter() - start < 1.0
+        assert time.thread_time() - start < 1.0
         assert all(not lk.holds for lk in links)  # each is false; skipping is also fine
     (lk,) = find_links("1 + (\\sqrt{3}-\\sqrt{2})^{64} = 1")
     assert lk.holds is False  # differs only in the 32nd digit, still decided exactly
@@ -377,8 +381,8 @@ def test_crafted_radicals_stay_bounded() -> None:
 
 def test_long_line_with_many_claims() -> None:
     line = " ".join(f"Then {i} + {i} = {2 * i + (i % 7 == 0)}." for i in range(1, 400))
-    start = time.perf_counter()
+    start = time.thread_time()
     links = find_links(line)
-    assert time.perf_counter() - start < 2.0
+    assert time.thread_time() - start < 2.0
     assert len(links) == 399
     assert [lk.holds for lk in links] == [i % 7 != 0 for i in range(1, 400)]
