@@ -1,14 +1,18 @@
 """Near-duplicate sentences found for a whole trace at once equal the plain definition:
-one sentence at a time against an inverted index of the ones before it."""
+one sentence at a time against an inverted index of the ones before it. Both ways of
+counting the trigrams shared (the compiled `_similar.similar_units`, and the numpy
+definition `python_similar_units` it hands a crowded table to) are held to it."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from judge_service.judges.rules import repetition as R
@@ -49,6 +53,18 @@ def one_at_a_time(sentences: list[str]) -> list[bool]:
     return out
 
 
+@pytest.fixture
+def numpy_count() -> Iterator[None]:
+    """The trigrams counted by the definition (numpy), not the compiled module."""
+    with mock.patch.object(R, "_compiled_similar", None):
+        yield
+
+
+def definition_count(sentences: list[str]) -> list[bool]:
+    with mock.patch.object(R, "_compiled_similar", None):
+        return R.repeated_sentences(sentences)
+
+
 WORDS = ["the", "river", "Check", "17", "x=1", "3.5", "İstanbul", "Straße", "café", "408", "a_b"]
 
 
@@ -73,7 +89,41 @@ def traces(draw: st.DrawFn) -> list[str]:
 @given(traces())
 @pytest.mark.slow
 def test_a_whole_trace_at_once_equals_one_sentence_at_a_time(sentences: list[str]) -> None:
-    assert R.repeated_sentences(sentences) == one_at_a_time(sentences)
+    expected = one_at_a_time(sentences)
+    assert R.repeated_sentences(sentences) == expected
+    assert definition_count(sentences) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(traces(), st.sampled_from([0.0, 0.5, 0.8, 1.0]), st.integers(1, 4))
+def test_the_compiled_count_equals_the_definition(
+    sentences: list[str], threshold: float, postings: int
+) -> None:
+    """Any threshold, and postings lists cut short enough to matter on a small trace."""
+    found = R.sentence_units(sentences)
+    assume(len(found.units) > 1)  # as `repeated_sentences` asks
+    lengths = np.asarray(found.lengths, np.int64)
+    with mock.patch.object(R, "MAX_POSTINGS", postings):
+        compiled = R.similar_units(found, threshold)
+        python = R.python_similar_units(found.ids, lengths, found.vocabulary, threshold)
+    assert list(compiled) == python.tolist()
+
+
+def test_a_crowded_trigram_table_hands_the_count_to_the_definition() -> None:
+    """Word ids crafted to share the compiled table's hash bits would make its probing
+    quadratic; past a budget of probes it gives up (None) and the definition counts.
+    Here the budget is cut to nothing instead of crafting the ids."""
+    sentences = [f"word{k} and more words here {k % 7}" for k in range(200)] * 2
+    sentences += [f"word{k} and more words here {k % 7} too" for k in range(200)]
+    found = R.sentence_units(sentences)
+    if R._compiled_similar is not None:
+        args = (found.ids, found.lengths, R.THRESHOLD, R.MAX_POSTINGS)
+        assert R._compiled_similar.similar_units(*args, 0, 0) is None
+        assert R._compiled_similar.similar_units(*args, R.PROBES_PER_LOOKUP, 0) is not None
+    expected = one_at_a_time(sentences)
+    with mock.patch.object(R, "PROBES_PER_LOOKUP", 0), mock.patch.object(R, "BASE_PROBES", 0):
+        assert R.repeated_sentences(sentences) == expected
+    assert R.repeated_sentences(sentences) == expected
 
 
 @settings(max_examples=100, deadline=None)
@@ -81,12 +131,13 @@ def test_a_whole_trace_at_once_equals_one_sentence_at_a_time(sentences: list[str
 def test_pairs_counted_a_few_units_at_a_time_give_the_same_answer(
     sentences: list[str], chunk: int
 ) -> None:
-    """The pair counting is split into chunks of whole units (memory stays bounded on a
-    flood of near-duplicates); tiny chunks must not change a single answer."""
+    """The definition's pair counting is split into chunks of whole units (memory stays
+    bounded on a flood of near-duplicates); tiny chunks must not change a single answer."""
     with mock.patch.object(R, "PAIRS_PER_CHUNK", chunk):
-        assert R.repeated_sentences(sentences) == one_at_a_time(sentences)
+        assert definition_count(sentences) == one_at_a_time(sentences)
 
 
+@pytest.mark.usefixtures("numpy_count")
 def test_a_flood_of_near_duplicates_is_counted_in_bounded_chunks() -> None:
     """12,000 sentences sharing most trigrams (a 131k-token trace's worth) meet up to
     256 others per trigram: tens of millions of pairs, counted a chunk at a time."""
@@ -113,7 +164,7 @@ def test_a_trigram_shared_by_hundreds_is_compared_through_its_first_holders_only
     ]
     for sentences in (common + near, flooded):
         found = R.repeated_sentences(sentences)
-        assert found == one_at_a_time(sentences)
+        assert found == one_at_a_time(sentences) == definition_count(sentences)
         assert any(found) and not all(found)
 
 

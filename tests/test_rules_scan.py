@@ -17,7 +17,7 @@ from tests.test_rules_plain_claims import near_plain_lines, plain_lines
 from tests.test_rules_repetition import traces
 
 try:
-    from judge_service.judges.rules import _plain, _sentences, _spans
+    from judge_service.judges.rules import _plain, _sentences, _similar, _spans
 except ImportError:  # pragma: no cover - an install without a C compiler
     if os.environ.get("JUDGE_REQUIRE_NATIVE") == "1":
         raise
@@ -30,6 +30,7 @@ def test_the_judge_runs_the_compiled_scanners() -> None:
     assert plain_claims.plain_links is _plain.plain_links
     assert rules_judge.line_sentences is _sentences.line_sentences
     assert rules_judge.disjoint_spans is _spans.disjoint_spans
+    assert repetition._compiled_similar is _similar
     assert repetition.sentence_units(["a b c ", " e f g h"]).units == []  # too short
     words = "one two three four five six seven"
     found = repetition.sentence_units([words, words.upper() + "!"])

@@ -16,6 +16,7 @@ from cpython.unicode cimport PyUnicode_READ_CHAR
 from judge_service.judges.rules._chars cimport Chars, char_at, chars_of, is_digit, is_letter
 
 from judge_service.judges.rules._plain import plain_links
+from judge_service.judges.rules.forms import RELATION_REWRITE
 from judge_service.judges.rules.forms import REWRITE_TRIGGER as WORDS_TRIGGER
 from judge_service.judges.rules.links import MAX_READ_CHARS
 from judge_service.reading.markup import LIST_MARKER
@@ -113,6 +114,21 @@ cdef bint words_to_rewrite(str text, Chars chars, Py_ssize_t start, Py_ssize_t e
     return False
 
 
+cdef bint list_marker(str text, Chars chars, Py_ssize_t base, Py_ssize_t end) except -1:
+    """Whether the line ``text[base:end]`` starts with a list marker ("1. ", "+ "), which
+    is markup (`markup.may_have_markup`)."""
+    cdef Py_ssize_t i = base
+    cdef Py_UCS4 c
+    while i < end and is_space(char_at(chars, i)):
+        i += 1
+    if i >= end:
+        return False
+    c = char_at(chars, i)
+    if is_digit(c) or c == 43 or c == 42 or c == 0x2022:
+        return LIST_MARKER.match(text[i:min(i + 6, end)]) is not None
+    return False
+
+
 cdef list chained(list links):
     """`claims.chained`: a chain's bare step that does not hold made non-trivial."""
     cdef Py_ssize_t k
@@ -160,24 +176,26 @@ def line_links(str text, Py_ssize_t base, Py_ssize_t stop):
         # ASCII digit, only a digit that folding makes would let it look further.
         if first_digit < 0:
             return definition()(text, base, stop) if folds_to_digit else []
-        if words_to_rewrite(text, chars, first_digit, end):
+        if not words_to_rewrite(text, chars, first_digit, end):
+            return []
+        # `may_claim` says yes ("38118 of thousand", "3 times a day"): `find_links` reads
+        # the checker form, which gains an "=" only where the rewrite turns a relation word
+        # into one. With no markup and no folded char that form is the line rewritten, and
+        # `RELATION_REWRITE` is that branch of the rewrite: no match, no "=", no link.
+        if markup or folded or list_marker(text, chars, base, end):
             return definition()(text, base, stop)
-        return []
+        if RELATION_REWRITE.search(text, base, end) is None:
+            return []
+        return definition()(text, base, stop)
     if first_digit < 0 and not folded:
         return []  # `find_links` reads nothing without a digit, and masking makes none
     if markup or folded or first_digit < 0:
         return definition()(text, base, stop)  # a checker form that differs from the line
+    if list_marker(text, chars, base, end):
+        return definition()(text, base, stop)
     cdef str line = text[base:end]
     cdef Chars cline = chars_of(line)
     cdef Py_ssize_t n = end - base
-    # A list marker at the head ("1. ", "+ ") is markup (`markup.may_have_markup`).
-    i = 0
-    while i < n and is_space(char_at(cline, i)):
-        i += 1
-    if i < n and (is_digit(char_at(cline, i)) or char_at(cline, i) == 43
-                  or char_at(cline, i) == 42 or char_at(cline, i) == 0x2022):
-        if LIST_MARKER.match(line[i:i + 6]) is not None:
-            return definition()(text, base, stop)
     if words_to_rewrite(line, cline, 0, n):
         return definition()(text, base, stop)
     plain = plain_links(line)

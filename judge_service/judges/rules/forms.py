@@ -54,6 +54,14 @@ _WORDS = re.compile(
     r"|(?<=[0-9])(?P<x>[xX])(?=[0-9])|(?<=[0-9] )(?P<spaced_x>[xX])(?= [0-9])",
     re.IGNORECASE,
 )
+# Where the rewrite makes an "=" in a line without one (the `_WORDS` branch of the
+# relation words; no other branch makes one): the compiled line scan (_lines.pyx) asks it
+# of a line that trips `REWRITE_TRIGGER` ("38118 of thousand", "3 times a day") but has
+# no markup and no folded char, whose checker form is then the line itself rewritten.
+RELATION_REWRITE = re.compile(
+    rf"{_BEFORE}\s+(?:{'|'.join(_RELATIONS)}){_AFTER}",
+    re.IGNORECASE,
+)
 # A cheap test first: most lines hold none of these, and the rewrite is then skipped. It
 # reads ASCII digits: other digits are rewritten into them before it looks.
 REWRITE_TRIGGER = re.compile(

@@ -11,7 +11,9 @@ The answer for a whole trace is computed at once: the per-sentence work is one r
 a dictionary lookup per word; the trigrams, their first holders and the shared counts are
 numpy arrays (1,744 sentences of prose, 218k characters: 11 ms, where an inverted index
 probed one sentence at a time took 21 ms), and repetitive text costs at most
-`MAX_POSTINGS` comparisons per trigram.
+`MAX_POSTINGS` comparisons per trigram. That is the definition; the compiled count
+(_similar.pyx) meets the same pairs one unit at a time through a hash table of trigrams,
+with no pair arrays (the same prose: 2.3 -> 0.3 ms; 12,000 near-duplicates: 1.1 s -> 30 ms).
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-try:  # the compiled scanner (_sentences.pyx), where the install could build it
+try:  # the compiled scanners (_sentences.pyx, _similar.pyx), where the install built them
     from judge_service.judges.rules import _sentences as _compiled
+    from judge_service.judges.rules import _similar as _compiled_similar
 except ImportError:  # pragma: no cover - a build without a C compiler
     _compiled = None  # type: ignore[assignment]
+    _compiled_similar = None  # type: ignore[assignment]
 
 _WORD = re.compile(r"[^\W_]+(?:[.,/^*+=×·][^\W_]+)*", re.UNICODE)
 _ASCII_WORD = re.compile(r"[a-z0-9]+(?:[.,/^*+=][a-z0-9]+)*", re.ASCII)  # _WORD, lowered ASCII
@@ -34,8 +38,9 @@ MIN_CHARS = 20
 MIN_WORDS = 4  # at least 3: every compared sentence has a trigram
 THRESHOLD = 0.8
 MAX_POSTINGS = 256
-# The compiled word table's probe budget (_sentences.pyx `sentence_units`): ordinary text
-# visits ~2 slots a lookup; past this, the trace is read by the definition instead.
+# The compiled tables' probe budget (_sentences.pyx `sentence_units`, _similar.pyx
+# `similar_units`): ordinary text visits ~2 slots a lookup; past this, the trace is read
+# by the definition instead.
 PROBES_PER_LOOKUP = 32
 BASE_PROBES = 4096
 # Sentence pairs counted at a time: ~50 MB of index arrays, whatever the trace.
@@ -70,10 +75,23 @@ def repeated_sentences(sentences: Sequence[str], threshold: float = THRESHOLD) -
     for k in found.repeats:
         result[k] = True
     if len(found.units) > 1:
-        lengths = np.asarray(found.lengths, np.int64)
-        for unit in _similar_units(found.ids, lengths, found.vocabulary, threshold):
+        for unit in similar_units(found, threshold):
             result[found.units[unit]] = True
     return result
+
+
+def similar_units(found: Units, threshold: float = THRESHOLD) -> list[int] | IntArray:
+    """The units whose trigram set is similar enough to an earlier unit's: compiled, one
+    unit at a time against an index of the earlier ones (no pair arrays), where it is
+    built and its trigram table stays within its probe budget; else the definition."""
+    if _compiled_similar is not None:
+        chosen = _compiled_similar.similar_units(
+            found.ids, found.lengths, threshold, MAX_POSTINGS, PROBES_PER_LOOKUP, BASE_PROBES
+        )
+        if chosen is not None:
+            return chosen
+    lengths = np.asarray(found.lengths, np.int64)
+    return python_similar_units(found.ids, lengths, found.vocabulary, threshold)
 
 
 def python_sentence_units(sentences: Sequence[str]) -> Units:
@@ -113,9 +131,12 @@ def sentence_units(sentences: Sequence[str]) -> Units:
     return Units(repeats, units, np.frombuffer(ids, np.int64), lengths, vocabulary)
 
 
-def _similar_units(ids: IntArray, lengths: IntArray, vocabulary: int, threshold: float) -> IntArray:
+def python_similar_units(
+    ids: IntArray, lengths: IntArray, vocabulary: int, threshold: float
+) -> IntArray:
     """The units (their word ids one after another, `lengths` words each) whose trigram
-    set is similar enough to an earlier unit's."""
+    set is similar enough to an earlier unit's, in order. The definition, which the
+    compiled `_similar.similar_units` equals."""
     unit, key = _trigrams(ids, lengths, vocabulary)
     # One entry per (trigram, unit), by trigram then unit: a trigram's holders in order.
     order = np.lexsort((unit, key))
