@@ -6,9 +6,10 @@ for 100–200 ms, in whatever thread triggered it, so a judge working in a
 thread stalls the event loop (and `/healthz`) for that long. Objects alive
 at startup live for the process, so they are moved to the permanent
 generation (`gc.freeze`) once the modules of the hot path are imported, and
-later collections only walk what requests create. transformers (and torch) are
-imported after that, by the server's warm-up thread (trace/loading.py), which
-freezes again once the import ends (api/app.py).
+later collections only walk what requests create. A server does both in its
+warm-up thread once it has started (api/app.py: sympy is no part of what
+`/healthz` waits for), then imports transformers (and torch) there
+(trace/loading.py) and freezes again once that import ends.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import gc
 import importlib
 
 HOT_PATH_MODULES = (
-    "judge_service.judges.rules.rules_judge",  # sympy and the exact checker
+    "sympy",  # the line reader's, imported on first use otherwise (lazy_sympy.py)
+    "judge_service.judges.rules.rules_judge",  # the fallback judge (pipeline.Engine)
     "judge_service.trace.tokenizer",  # the tokenizer cache (transformers: the warm-up's)
     "judge_service.validate",
 )

@@ -72,6 +72,8 @@ class Engine:
         settings: Settings,
         tokenizers: TokenizerCache | None = None,
         store: Store | None = None,
+        *,
+        build_fallback: bool = True,
     ) -> None:
         self.settings = settings
         self.tokenizers = tokenizers or TokenizerCache.from_settings(settings)
@@ -91,9 +93,13 @@ class Engine:
             self.audit = DriftMonitor(settings, open_drift_store(store))
             self.audit.attach(self)  # canaries by count run from any process that judges
         self.counted = True  # into judge_results_total and the cost counters (not canaries)
-        # The fallback judge is built now (it imports sympy: 0.5 s): a rollout whose LLM
-        # session has just spent its deadline must not wait for that on top.
-        self.judges.get("rules", by_server=True)
+        # The fallback judge is built now (its import takes sympy's: 0.5 s): a rollout whose
+        # LLM session has just spent its deadline must not wait for that on top. A server
+        # passes build_fallback=False: its warm-up thread imports the judge right after
+        # start (api/app.py, heap.HOT_PATH_MODULES), so /healthz does not wait for it, and
+        # the first rollout builds it (a constructor) or waits for that import.
+        if build_fallback:
+            self.judges.get("rules", by_server=True)
 
     def for_tenant(self, tenant: str) -> Engine:
         """This engine (same judges, slots, tokenizers and store) acting for `tenant`."""

@@ -1,7 +1,9 @@
 """A server starts without the heavy libraries (issue 39): building the app imports neither
 the vendor SDKs (loaded when an LLM judge is built) nor transformers and torch (imported
-on first use, under one lock, and by a warm-up thread the app starts). Rollouts that
-arrive while that import is still going on wait for it and are judged.
+on first use, under one lock, and by a warm-up thread the app starts), nor sympy (the
+line reader's, `lazy_sympy.py`: first use, or that warm-up thread), nor the Redis client
+when no Redis is configured. Rollouts that arrive while those imports are still going on
+wait for them and are judged.
 
 Each case runs in a fresh interpreter: this one has imported all of them long ago."""
 
@@ -24,7 +26,7 @@ from judge_service.trace.detokenize import LoadedTokenizer
 from judge_service.trace.tokenizer import TokenizerCache
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("anthropic", "openai", "torch", "transformers")
+HEAVY = ("anthropic", "openai", "redis", "sympy", "torch", "transformers")
 
 # Builds the app, notes which heavy modules are loaded, then serves it over real HTTP and
 # sends every rollout at once, as soon as the server answers (the warm-up import of
@@ -46,7 +48,11 @@ results = [None] * len(rollouts)
 def send(url, index):
     body = {"rollout": rollouts[index], "options": {"use_cache": False}}
     response = httpx.post(url + "/v1/judge", json=body, timeout=60)
-    results[index] = [response.status_code, response.json().get("judge", {}).get("name")]
+    out = response.json()
+    # (A span ends on a token: with the period or without it, as the tokenizer cut it.)
+    spans = out.get("spans", [])
+    invalid = sorted(s["evidence"].rstrip(".") for s in spans if s["label"] == "invalid")
+    results[index] = [response.status_code, out.get("judge", {}).get("name"), invalid]
 
 with LiveServer(app) as live:
     threads = [threading.Thread(target=send, args=(live.url, i)) for i in range(len(rollouts))]
@@ -68,6 +74,13 @@ print(json.dumps({"at_build": at_build, "results": results, "after": after, "fro
 """
 
 TEXT = "<think>\n17 × 24 = 408.\n</think>\nSo the answer is \\boxed{408}."
+# Two false claims only sympy's side of the checker reads (a power, a radical): judged
+# right though sympy was not loaded when the server started.
+SYMPY_TEXT = (
+    "<think>\n(17 + 3)^2 = 410.\n\\sqrt{50} = 5\\sqrt{3}.\n17 × 24 = 408.\n</think>\n"
+    "So the answer is \\boxed{408}."
+)
+SYMPY_INVALID = ["(17 + 3)^2 = 410", "\\sqrt{50} = 5\\sqrt{3}"]
 
 
 def _run(script: str, *args: str) -> dict[str, Any]:
@@ -88,8 +101,10 @@ def test_app_builds_without_sdks_or_transformers_and_judges_during_the_warm_up(
     bpe_dir: Path, metaspace_dir: Path, tokenizer_cache: TokenizerCache
 ) -> None:
     rollouts = []
-    for n, directory in enumerate([bpe_dir, metaspace_dir] * 3):  # two loads, six waiters
-        ids = tokenizer_cache.get(str(directory)).hf.encode(TEXT, add_special_tokens=False)
+    # Two loads, eight waiters; the last two need sympy.
+    texts = [TEXT] * 6 + [SYMPY_TEXT] * 2
+    for n, (directory, text) in enumerate(zip([bpe_dir, metaspace_dir] * 4, texts, strict=True)):
+        ids = tokenizer_cache.get(str(directory)).hf.encode(text, add_special_tokens=False)
         rollouts.append(
             {
                 "id": f"start-{n}",
@@ -101,11 +116,39 @@ def test_app_builds_without_sdks_or_transformers_and_judges_during_the_warm_up(
         )
     out = _run(SERVE, json.dumps(HEAVY), json.dumps(rollouts))
     assert out["at_build"] == []
-    assert out["results"] == [[200, "rules"]] * len(rollouts)
-    # Judging loaded transformers (the tokenizers), and still no vendor SDK.
-    assert "transformers" in out["after"]
-    assert "anthropic" not in out["after"] and "openai" not in out["after"]
+    assert out["results"] == [[200, "rules", []]] * 6 + [[200, "rules", SYMPY_INVALID]] * 2
+    # Judging loaded transformers (the tokenizers) and sympy, and still no vendor SDK, nor
+    # the Redis client of a server without Redis.
+    assert "transformers" in out["after"] and "sympy" in out["after"]
+    assert not {"anthropic", "openai", "redis"} & set(out["after"])
     assert out["frozen"]
+
+
+# Without a server's warm-up, the first claim that needs sympy imports it: the line
+# reader, grounding and validation are imported without it.
+FIRST_USE = """
+import json, sys
+import judge_service.validate
+from judge_service.judges.rules.claims import find_links
+
+at_build = "sympy" in sys.modules
+plain = [link.holds for link in find_links("17 × 24 = 408")]
+after_plain = "sympy" in sys.modules
+checked = [
+    [link.holds for link in find_links(line)]
+    for line in ("(17 + 3)^2 = 400", "(17 + 3)^2 = 410", "\\\\sqrt{50} = 5\\\\sqrt{2}", "50% = 1/2")
+]
+print(json.dumps({"at_build": at_build, "plain": plain, "after_plain": after_plain,
+                  "checked": checked, "after": "sympy" in sys.modules}))
+"""
+
+
+def test_sympy_loads_when_a_claim_first_needs_it() -> None:
+    out = _run(FIRST_USE)
+    assert out["at_build"] is False
+    assert out["plain"] == [True] and out["after_plain"] is False  # plain ints: no sympy
+    assert out["checked"] == [[True], [False], [True], [True]]
+    assert out["after"] is True
 
 
 # Building an LLM judge is what loads its vendor SDK, and only its own.

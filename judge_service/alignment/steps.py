@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import sympy
-
 from judge_service.judges.rules.claims import find_links
+from judge_service.lazy_sympy import sympy
 from judge_service.reading.markup import claims_nothing, mask_markup, structure_end
 from judge_service.reading.numbers import read_numbers
 

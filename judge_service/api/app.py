@@ -35,7 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     store = open_store(settings)
     job_store = open_job_store(settings, store)
-    engine = Engine(settings, store=store)
+    engine = Engine(settings, store=store, build_fallback=False)  # built after start
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -48,13 +48,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.worker = start_inprocess_worker(settings, engine, job_store)
         if engine.audit is not None:
             engine.audit.start(engine)  # the canary schedule
-        frozen = freeze_startup_heap()
-        log.debug("moved %d startup objects out of the collector's way", frozen)
-        # transformers (and torch under it) takes seconds to import: /healthz answers
-        # meanwhile, and a rollout that comes first waits for the import, not fails. What
-        # the import leaves alive (~170k objects) is frozen too once it ends: left in the
-        # collector's way, each full collection walked it (a 50-200 ms pause).
-        loading.warm_up(then=freeze_startup_heap)
+        # What /healthz does not need loads after start, in the warm-up thread: first the
+        # hot path with sympy (~0.45 s, lazy_sympy.py), whose startup heap is then frozen,
+        # then transformers (and torch under it: seconds). A request that needs either
+        # meanwhile waits for its import, never fails. What the transformers import leaves
+        # alive (~170k objects) is frozen too once it ends: left in the collector's way,
+        # each full collection walked it (a 50-200 ms pause).
+        loading.warm_up(first=freeze_startup_heap, then=freeze_startup_heap)
         try:
             yield
         finally:

@@ -49,7 +49,7 @@ LAYERS: tuple[Layer, ...] = (
         "core",
         (
             *("bounds", "errors", "labels", "schemas", "client", "wire_json", "jsonl"),
-            *("heap", "collector", "offload", "metrics", "buckets"),
+            *("heap", "collector", "offload", "metrics", "buckets", "lazy_sympy"),
         ),
     ),
     Layer("store", ("store",)),

@@ -34,15 +34,15 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
-
-import redis.asyncio as aioredis
-from redis import exceptions as redis_errors
-from redis.asyncio.retry import Retry
-from redis.backoff import ConstantBackoff
+from typing import TYPE_CHECKING, Any
 
 from judge_service.errors import StoreUnavailable
 from judge_service.store.redis_url import open_client
+
+# redis-py loads when a connection is made (redis_url.py says why): the drift store and
+# the job queues import this module whether or not the server has Redis.
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 BREAKER_S = 1.0  # after a failure, fail without trying for this long
 GROUP = "judges"
@@ -83,6 +83,10 @@ class Keys:
 
 class RedisConnection:
     def __init__(self, url: str, prefix: str, timeout_s: float = 2.0) -> None:
+        from redis import exceptions as redis_errors
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ConstantBackoff
+
         self.url = url
         self.keys = Keys(prefix)
         self.client: aioredis.Redis
@@ -98,6 +102,8 @@ class RedisConnection:
         )
         self.last_error: str | None = None
         self._down_until = 0.0
+        # What counts as Redis being down (`run`), kept here: redis is imported by now.
+        self._down_errors = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
 
     async def run(
         self, op: Callable[[aioredis.Redis], Awaitable[Any]], *, probe: bool = False
@@ -108,7 +114,7 @@ class RedisConnection:
             raise StoreUnavailable(f"redis unavailable: {self.last_error}")
         try:
             result = await op(self.client)
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+        except self._down_errors as exc:
             self._down_until = time.monotonic() + BREAKER_S
             self.last_error = f"{type(exc).__name__}: {exc}"
             raise StoreUnavailable(f"redis unavailable: {self.last_error}") from exc

@@ -18,13 +18,16 @@ failover costs the connections that were open, not a restart.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import redis.asyncio as aioredis
-from redis.asyncio.sentinel import Sentinel
-
 from judge_service.errors import RedisUrlError
+
+# redis-py (~0.15 s to import) loads when a URL is checked or opened: config/serving.py
+# imports this module, and a server without JUDGE_REDIS_URL never needs the client.
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from redis.asyncio.sentinel import Sentinel
 
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}  # scheme -> TLS
 SENTINEL_PORT = 26379
@@ -113,6 +116,8 @@ def check_redis_url(url: str) -> None:
     if is_sentinel(url):
         parse_sentinel_url(url)
         return
+    import redis.asyncio as aioredis
+
     try:
         aioredis.connection.parse_url(url)
     except ValueError as exc:
@@ -122,6 +127,9 @@ def check_redis_url(url: str) -> None:
 def open_client(url: str, **kwargs: Any) -> tuple[aioredis.Redis, Sentinel | None]:
     """A client for the URL's Redis (the Sentinel's current primary for a Sentinel URL),
     with `kwargs` on every data connection; the Sentinel, when there is one, to close too."""
+    import redis.asyncio as aioredis
+    from redis.asyncio.sentinel import Sentinel
+
     if not is_sentinel(url):
         return aioredis.Redis.from_url(url, **kwargs), None
     target = parse_sentinel_url(url)

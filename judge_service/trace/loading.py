@@ -89,14 +89,21 @@ def imported() -> bool:
     return _auto_tokenizer is not None
 
 
-def warm_up(then: Callable[[], object] | None = None) -> threading.Thread:
+def warm_up(
+    then: Callable[[], object] | None = None, first: Callable[[], object] | None = None
+) -> threading.Thread:
     """Start importing transformers in a daemon thread, so that a server answers its
-    health checks at once and its first rollout does not pay the whole import; `then`
-    runs in that thread after it. A load that comes during the import waits for it
-    (`auto_tokenizer`); a failed import is logged here and raised again by the first load
-    that tries it."""
+    health checks at once and its first rollout does not pay the whole import; `first`
+    runs in that thread before it (the server's other deferred imports), `then` after
+    it. A load that comes during the import waits for it (`auto_tokenizer`); a failed
+    import is logged here and raised again by the first load that tries it."""
 
     def run() -> None:
+        try:
+            if first is not None:  # failing, it leaves its imports to their first use
+                first()
+        except Exception:
+            log.exception("the warm-up's first step failed")
         try:
             auto_tokenizer()
         except Exception:

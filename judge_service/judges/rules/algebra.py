@@ -26,9 +26,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-import sympy
-
 from judge_service.judges.rules.links import Link
+from judge_service.lazy_sympy import sympy
 
 __all__ = ["algebra_links"]
 

@@ -24,14 +24,14 @@ irrational exponents, and anything else (letters, `\\pi`, `!`, `|x|`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-import sympy
-
 from judge_service.errors import ParseError, TooLarge
+from judge_service.lazy_sympy import sympy
 
 __all__ = ["ParseError", "Parsed", "Token", "TooLarge", "has_operator", "lex"]
 __all__ += ["literal_value", "parse_number_expr", "parse_tokens"]
@@ -48,7 +48,12 @@ MAX_ROOT_BITS = 256
 MAX_ROOT_INDEX = 12
 MAX_IRRATIONAL_EXPONENT = 64
 
-PERCENT = sympy.Rational(1, 100)
+
+@functools.cache
+def percent() -> Any:
+    """What ``%`` multiplies by unless told otherwise: sympy's 1/100, made on first use
+    (sympy is imported lazily, lazy_sympy.py)."""
+    return sympy.Rational(1, 100)
 
 
 class Token(NamedTuple):
@@ -146,8 +151,9 @@ class Parsed(NamedTuple):
     ops: int  # operations applied beyond sign and grouping; 0 means a bare literal
 
 
-def parse_tokens(tokens: Sequence[Token], percent: Any = PERCENT) -> Parsed:
-    """Parse math tokens (spaces allowed) as one expression. `percent` is what `%` multiplies by."""
+def parse_tokens(tokens: Sequence[Token], scale: Any = None) -> Parsed:
+    """Parse math tokens (spaces allowed) as one expression. `scale` is what `%` multiplies
+    by (`percent()` when None)."""
     toks = [t for t in tokens if t.kind != SPACE]
     if not toks:
         raise ParseError("empty expression")
@@ -158,7 +164,7 @@ def parse_tokens(tokens: Sequence[Token], percent: Any = PERCENT) -> Parsed:
     simple = _parse_simple(toks)
     if simple is not None:
         return simple
-    parser = _Parser(toks, percent)
+    parser = _Parser(toks, percent() if scale is None else scale)
     value = parser.expr()
     if parser.i != len(toks):
         raise ParseError(f"unexpected {toks[parser.i].text!r}")

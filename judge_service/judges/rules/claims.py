@@ -17,8 +17,6 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import sympy
-
 from judge_service.errors import ParseError
 from judge_service.judges.rules import arithmetic as ar
 from judge_service.judges.rules.algebra import algebra_links
@@ -35,6 +33,7 @@ from judge_service.judges.rules.links import (
 )
 from judge_service.judges.rules.plain_claims import plain_links
 from judge_service.judges.rules.units import unit_links
+from judge_service.lazy_sympy import sympy
 
 __all__ = ["Link", "chained", "find_links", "lexed_links", "line_links", "may_claim"]
 
@@ -339,7 +338,7 @@ def _link(line: str, toks: list[Token], left: _Side, right: _Side) -> Link | Non
     pct = any(t.kind == ar.OP and t.text == "%" for t in toks[left.lo : left.hi] + rtoks)
     starts = (left.lo,) if left.alt_lo < 0 else (left.lo, left.alt_lo)
     results: list[tuple[int, Parsed, Parsed, bool | None, bool]] = []
-    scales = (ar.PERCENT, sympy.Integer(1)) if pct else (ar.PERCENT,)  # "15%" may be a label
+    scales = (ar.percent(), sympy.Integer(1)) if pct else (ar.percent(),)  # "15%" may be a label
     for scale, lo in itertools.product(scales, starts):
         ltoks = toks[lo : left.hi]
         try:

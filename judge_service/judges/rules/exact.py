@@ -13,8 +13,7 @@ import contextlib
 import math
 from typing import Any
 
-import sympy
-from sympy.core.evalf import PrecisionExhausted
+from judge_service.lazy_sympy import sympy
 
 _MAX_DEGREE, _MAX_PROOF_BITS = 4096, 12_000  # a proof takes tens of milliseconds at most
 
@@ -25,6 +24,8 @@ def exact_equal(a: Any, b: Any) -> bool | None:
     d = a - b
     if d.is_Rational:
         return bool(d == 0)
+    from sympy.core.evalf import PrecisionExhausted  # a, b are sympy's: it is loaded
+
     with contextlib.suppress(PrecisionExhausted):  # a clear mismatch settles most claims
         an, bn = a.evalf(30, strict=True), b.evalf(30, strict=True)
         if abs(an - bn) > max(abs(an), abs(bn)) * sympy.Rational(1, 10**20):

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
-import sympy
-
 from judge_service import labels as L
 from judge_service.judges.rules.claims import Link
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # sympy only names types here (its import is lazy: lazy_sympy.py)
+    import sympy
+
     from judge_service.judges.rules._reader import Reader as CompiledReader
 
 __all__ = ["CONFIDENCE", "Finding", "LinkKinds", "PythonReader", "Reading", "new_reader"]

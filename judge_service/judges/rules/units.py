@@ -18,9 +18,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-import sympy
-
 from judge_service.judges.rules.links import Link
+from judge_service.lazy_sympy import sympy
 from judge_service.reading.numbers import read_numbers
 
 __all__ = ["unit_links"]
