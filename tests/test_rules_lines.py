@@ -93,6 +93,9 @@ LINES = [
     "٣ is 4",
     "3 is ٤",
     "20% of 5 is 1",
+    "3 ſ 4 and 5 of_ 6 and 7 ofé 8 and 9 tımes 2",
+    "3 ıs 4 and 5 İs 6",
+    "3 Keeps 4",
     # chars fold_digits changes (the definition)
     "１７ × ４ ＝ ７８",
     "٣ + ٤ = ٧",
@@ -177,6 +180,9 @@ PIECES = [
     " is equal to ",
     "“",
     "→",
+    "K",  # the Kelvin sign: folds to "k" ignoring case
+    " of_",
+    "2 x3",
     "So",
     "so",
     "the",

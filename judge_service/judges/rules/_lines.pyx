@@ -8,12 +8,17 @@ lexed reading, chains, units, algebra). Most lines of a long trace need none of 
 char that `fold_digits` changes, no markup, no word to rewrite, and either no ``=`` or a
 plain line whose every ``=`` is a link. Those are decided here; any other line goes to the
 definition, which therefore decides every doubtful case. Where this scan rules a rewrite
-out it asks the same regexes the definition asks, at the only positions they can match.
+out it reads the definition's trigger and relation-word patterns char by char (ASCII, as
+a case-blind regex matches them); a char past ASCII that a case-blind regex may match to
+one of their letters ("ı", "ſ") hands the search to that regex.
 `tests/test_rules_lines.py` holds the two equal.
 """
 
 from cpython.unicode cimport PyUnicode_READ_CHAR
+from libc.string cimport strlen
 from judge_service.judges.rules._chars cimport Chars, char_at, chars_of, is_digit, is_letter
+
+import re
 
 from judge_service.judges.rules._plain import plain_links
 from judge_service.judges.rules.forms import RELATION_REWRITE
@@ -68,49 +73,158 @@ cdef inline bint is_space(Py_UCS4 c) noexcept:
 
 cdef extern from "Python.h":
     bint Py_UNICODE_ISSPACE(Py_UCS4 c)
-    bint Py_UNICODE_ISALPHA(Py_UCS4 c)
+    bint Py_UNICODE_ISALNUM(Py_UCS4 c)
 
 
-cdef inline bint may_start_word(Py_UCS4 c) noexcept:
-    """Whether a relation or operator word of `forms._TRIGGER` (matched ignoring case) may
-    begin with `c`: ASCII letters they begin with, or any letter past ASCII (case folding
-    maps a few of those onto ASCII letters)."""
-    if c >= 128:
-        return Py_UNICODE_ISALPHA(c)
-    cdef unsigned int lower = <unsigned int>c  # (arithmetic on a Py_UCS4 makes a str)
-    if lower >= 65 and lower <= 90:
-        lower += 32
-    # times multiplied plus minus divided is equals gives makes yields of
-    return lower == 116 or lower == 109 or lower == 112 or lower == 100 or lower == 105 \
-        or lower == 101 or lower == 103 or lower == 121 or lower == 111
+# The words of `forms.REWRITE_TRIGGER` and of `forms.RELATION_REWRITE` (lower case).
+cdef const char *TRIGGER_WORDS[11]
+TRIGGER_WORDS[:] = [
+    b"times", b"multiplied", b"plus", b"minus", b"divided", b"is", b"equals", b"gives",
+    b"makes", b"yields", b"of",
+]
+cdef const char *RELATION_WORDS[6]
+RELATION_WORDS[:] = [b"is equal to", b"equals", b"is", b"gives", b"makes", b"yields"]
+cdef enum:
+    UNSURE = -1  # a letter past ASCII where a word is read: the regex decides
+# Whether a char past ASCII matches an ASCII letter in a pattern compiled with IGNORECASE
+# ("ı", "ſ", "K" do): 0 not asked yet, 1 no, 2 yes. Asked of the regex engine itself.
+cdef unsigned char ascii_fold[0x110000]
+_ASCII_LETTER = re.compile("[a-z]", re.IGNORECASE)
+
+
+cdef inline bint folds_to_ascii(Py_UCS4 c) except -1:
+    if ascii_fold[c] == 0:
+        ascii_fold[c] = 2 if _ASCII_LETTER.match(chr(c)) is not None else 1
+    return ascii_fold[c] == 2
+
+
+cdef inline bint is_word_char(Py_UCS4 c) noexcept:
+    """The regex engine's ``\\w`` (and so ``\\b``) on str patterns."""
+    if c < 128:
+        return is_letter(c) or is_digit(c) or c == 95
+    return Py_UNICODE_ISALNUM(c)
+
+
+cdef inline int word_at(Chars chars, Py_ssize_t k, Py_ssize_t end, const char *word) except -2:
+    """Whether ``text[k:end]`` starts with `word` (lower-case ASCII), as a pattern compiled
+    with IGNORECASE reads it: an ASCII letter matches its own two cases only; a char past
+    ASCII that matches some ASCII letter may match this one: UNSURE."""
+    cdef Py_ssize_t t = 0
+    cdef Py_UCS4 c
+    cdef unsigned int code
+    while word[t] != 0:
+        if k + t >= end:  # the engine matches char for char: no fold makes two of one
+            return 0
+        c = char_at(chars, k + t)
+        if c >= 128:
+            return UNSURE if folds_to_ascii(c) else 0
+        code = <unsigned int>c
+        if 65 <= code <= 90:
+            code += 32
+        if code != <unsigned char>word[t]:
+            return 0
+        t += 1
+    return 1
+
+
+cdef int trigger_after(Chars chars, Py_ssize_t k, Py_ssize_t end) except -2:
+    """`REWRITE_TRIGGER`'s words branch from `k`, the first char after its blank run: one
+    of the words, then a word boundary (1, 0 or UNSURE)."""
+    cdef int found, unsure = 0, w
+    cdef Py_ssize_t after
+    cdef unsigned int first
+    if k >= end:
+        return 0
+    first = <unsigned int>char_at(chars, k)
+    if first < 128:  # most blank runs: a word no trigger word begins like
+        if 65 <= first <= 90:
+            first += 32
+        # times multiplied plus minus divided is equals gives makes yields of
+        if not (first == 116 or first == 109 or first == 112 or first == 100 or first == 105
+                or first == 101 or first == 103 or first == 121 or first == 111):
+            return 0
+    for w in range(11):
+        found = word_at(chars, k, end, TRIGGER_WORDS[w])
+        if found == UNSURE:
+            unsure = 1
+        elif found:
+            after = k + <Py_ssize_t>strlen(TRIGGER_WORDS[w])
+            if after >= end or not is_word_char(char_at(chars, after)):
+                return 1
+    return UNSURE if unsure else 0
 
 
 cdef bint words_to_rewrite(str text, Chars chars, Py_ssize_t start, Py_ssize_t end) except -1:
     """Whether `forms.REWRITE_TRIGGER` matches in ``text[:end]`` from `start` on. A match
-    can only begin where one of its two branches can (``[0-9)%]`` and blank space before a
-    word, or a digit beside an ``x``): the scan finds the first such place, and the regex
-    searches once from there (never past `end`, its endpos); a line without one is
-    decided without the regex."""
-    cdef Py_ssize_t i, k
+    begins at one of ``[0-9)%]``: after blank space one of its words and a word boundary,
+    or a digit, ``x`` and a digit, a space allowed either side of the ``x``. Both are
+    read here, char by char; only where a char past ASCII stands in a word's place (it
+    may fold to one of its letters) does the regex search, once, from that place on."""
+    cdef Py_ssize_t i, k, j
     cdef Py_UCS4 c, d
-    cdef bint candidate
+    cdef int found
     for i in range(start, end - 1):
         c = char_at(chars, i)
         if not (is_digit(c) or c == 41 or c == 37):  # ) %
             continue
         d = char_at(chars, i + 1)
-        candidate = False
         if is_space(d):
             k = i + 1
             while k < end and is_space(char_at(chars, k)):
                 k += 1
-            candidate = k < end and may_start_word(char_at(chars, k))
-        if not candidate and is_digit(c):
-            candidate = d == 120 or d == 88 or (
-                d == 32 and i + 2 < end and (char_at(chars, i + 2) == 120 or char_at(chars, i + 2) == 88)
-            )
-        if candidate:
-            return WORDS_TRIGGER.search(text, i, end) is not None
+            found = trigger_after(chars, k, end)
+            if found == UNSURE:
+                return WORDS_TRIGGER.search(text, i, end) is not None
+            if found:
+                return True
+        if is_digit(c):
+            j = i + 1
+            if char_at(chars, j) == 32:
+                j += 1
+            if j < end and (char_at(chars, j) == 120 or char_at(chars, j) == 88):  # x X
+                j += 1
+                if j < end and char_at(chars, j) == 32:
+                    j += 1
+                    if j < end and is_digit(char_at(chars, j)):
+                        return True
+                elif j < end and is_digit(char_at(chars, j)):
+                    return True
+    return False
+
+
+cdef bint relation_to_rewrite(str text, Chars chars, Py_ssize_t start, Py_ssize_t end) except -1:
+    """Whether `forms.RELATION_REWRITE` matches in ``text[start:end]``: after a digit or
+    ``)``, blank space, a relation word, blank space and a number (a sign or ``(`` may
+    open it). Read char by char as `words_to_rewrite` reads its trigger."""
+    cdef Py_ssize_t i, k, j
+    cdef Py_UCS4 c
+    cdef int found, w
+    cdef bint unsure
+    for i in range(start, end - 1):
+        c = char_at(chars, i)
+        if not (is_digit(c) or c == 41) or not is_space(char_at(chars, i + 1)):
+            continue
+        k = i + 1
+        while k < end and is_space(char_at(chars, k)):
+            k += 1
+        unsure = False
+        for w in range(6):
+            found = word_at(chars, k, end, RELATION_WORDS[w])
+            if found == UNSURE:
+                unsure = True
+            elif found:
+                j = k + <Py_ssize_t>strlen(RELATION_WORDS[w])
+                if j >= end or not is_space(char_at(chars, j)):
+                    continue
+                while j < end and is_space(char_at(chars, j)):
+                    j += 1
+                if j < end and (char_at(chars, j) == 45 or char_at(chars, j) == 0x2212
+                                or char_at(chars, j) == 40):  # - − (
+                    j += 1
+                if j < end and is_digit(char_at(chars, j)):
+                    return True
+        if unsure:
+            return RELATION_REWRITE.search(text, i, end) is not None
     return False
 
 
@@ -184,7 +298,7 @@ def line_links(str text, Py_ssize_t base, Py_ssize_t stop):
         # `RELATION_REWRITE` is that branch of the rewrite: no match, no "=", no link.
         if markup or folded or list_marker(text, chars, base, end):
             return definition()(text, base, stop)
-        if RELATION_REWRITE.search(text, base, end) is None:
+        if not relation_to_rewrite(text, chars, base, end):
             return []
         return definition()(text, base, stop)
     if first_digit < 0 and not folded:
