@@ -20,7 +20,9 @@ request, short and without the hub client's retries, tells a hub outage
 transformers' own download starts: that one retries a dead hub for minutes.
 
 transformers is imported on first use, not with this module: it pulls in torch, seconds
-that a server's start would otherwise wait for (`auto_tokenizer`, `warm_up`).
+that a server's start would otherwise wait for (`auto_tokenizer`, `warm_up`). So is the
+hub client (huggingface_hub, with its HTTP client, file locks and progress bars: ~40 ms
+of a server's start), which transformers imports too.
 """
 
 from __future__ import annotations
@@ -34,16 +36,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
-from huggingface_hub.errors import (
-    EntryNotFoundError,
-    HfHubHTTPError,
-    HFValidationError,
-    LocalEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
 
 from judge_service.bounds import MAX_NAME_CHARS
 from judge_service.errors import TokenizerError, UnavailableError
@@ -233,12 +225,16 @@ class TokenizerPolicy:
 
 def hub_offline() -> bool:
     """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) as the hub client read it, or set since."""
+    from huggingface_hub import constants
+
     flag = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
     return bool(constants.HF_HUB_OFFLINE) or flag in {"1", "true", "yes", "on"}
 
 
 def hub_endpoint() -> str:
     """HF_ENDPOINT as it is now (the hub client read it once, at import)."""
+    from huggingface_hub import constants
+
     return os.environ.get("HF_ENDPOINT", "").rstrip("/") or constants.ENDPOINT
 
 
@@ -270,6 +266,9 @@ def load_hf(source: Source, name: str, *, offline: bool, hub_timeout_s: float) -
 
 def _ask_hub(repo_id: str, name: str, timeout_s: float) -> None:
     """One HEAD request, no retries: is the hub there, and does it have this repo?"""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
     url = hf_hub_url(repo_id, "tokenizer_config.json", endpoint=hub_endpoint())
     try:
         get_hf_file_metadata(url, timeout=timeout_s)
@@ -304,6 +303,14 @@ def _from_pretrained(source: Source, name: str, *, local_files_only: bool) -> An
 
 def _hub_down(exc: BaseException) -> bool:
     """Whether a failure is the hub's (unreachable, 5xx, 429) rather than the name's."""
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
     current: BaseException | None = exc
     for _ in range(16):
         if current is None:
