@@ -116,8 +116,8 @@ cdef class Vocabulary:
     are read ASCII-lowered). A word is compared by its code points, whatever the str's
     storage kind, so "key" and "\u212aey".lower() are one word, as in a dict."""
 
-    cdef list keep  # the strs the ids' chars lie in
-    cdef array.array where, start, length, lower, hashes, slots
+    cdef list keep  # the strs the ids' chars lie in (alive while their data is read)
+    cdef array.array kinds, datas, start, length, lower, hashes, slots
     cdef Py_ssize_t mask, size
     # Slots visited, against a budget per lookup: words crafted to share hash bits would
     # make linear probing quadratic (the hash is FNV-1a, not a keyed hash as dict's).
@@ -128,7 +128,8 @@ cdef class Vocabulary:
         self.per_lookup = per_lookup
         self.budget = base
         self.keep = []
-        self.where = array.array("q")
+        self.kinds = array.array("q")
+        self.datas = array.array("Q")  # each kept str's data pointer
         self.start = array.array("q")
         self.length = array.array("q")
         self.lower = array.array("q")
@@ -137,15 +138,28 @@ cdef class Vocabulary:
         self.mask = 63
         self.size = 0
 
-    cdef bint same(self, Py_ssize_t word, str s, Py_ssize_t i, Py_ssize_t n, bint lower):
-        cdef Chars cs = chars_of(s)
+    cdef inline bint same(
+        self, Py_ssize_t word, Chars cs, Py_ssize_t i, Py_ssize_t n, bint lower
+    ) noexcept:
         if self.length.data.as_longlongs[word] != n:
             return False
-        cdef str kept = <str>self.keep[self.where.data.as_longlongs[word]]
-        cdef Chars ckept = chars_of(kept)
+        cdef Chars ckept
+        ckept.kind = <int>self.kinds.data.as_longlongs[word]
+        ckept.data = <void *><size_t>self.datas.data.as_ulonglongs[word]
         cdef Py_ssize_t at = self.start.data.as_longlongs[word], t
         cdef bint kept_lower = self.lower.data.as_longlongs[word]
         cdef Py_UCS4 a, b
+        cdef const unsigned char *pa
+        cdef const unsigned char *pb
+        if ckept.kind == 1 and cs.kind == 1:  # most words: one byte a char, read directly
+            pa = <const unsigned char *>ckept.data + at
+            pb = <const unsigned char *>cs.data + i
+            for t in range(n):
+                a = lower_ascii(pa[t]) if kept_lower else pa[t]
+                b = lower_ascii(pb[t]) if lower else pb[t]
+                if a != b:
+                    return False
+            return True
         for t in range(n):
             a = lower_ascii(char_at(ckept, at + t)) if kept_lower else char_at(ckept, at + t)
             b = lower_ascii(char_at(cs, i + t)) if lower else char_at(cs, i + t)
@@ -154,17 +168,19 @@ cdef class Vocabulary:
         return True
 
     cdef Py_ssize_t find(
-        self, uint64_t h, str s, Py_ssize_t i, Py_ssize_t n, bint lower
+        self, uint64_t h, Chars cs, Py_ssize_t i, Py_ssize_t n, bint lower
     ) except -2:
         """The word's id, or -1; _Crowded past the probe budget."""
         cdef Py_ssize_t slot = <Py_ssize_t>(h & <uint64_t>self.mask), word
         self.budget += self.per_lookup
         while True:
-            self.step()
+            self.probes += 1
+            if self.probes > self.budget:
+                raise _Crowded()
             word = self.slots.data.as_longlongs[slot]
             if word < 0:
                 return -1
-            if self.hashes.data.as_ulonglongs[word] == h and self.same(word, s, i, n, lower):
+            if self.hashes.data.as_ulonglongs[word] == h and self.same(word, cs, i, n, lower):
                 return word
             slot = (slot + 1) & self.mask
 
@@ -179,8 +195,10 @@ cdef class Vocabulary:
     ) except -1:
         """A new id for a word `find` did not find."""
         cdef Py_ssize_t word = self.size, slot
+        cdef Chars cs = chars_of(s)
         self.keep.append(s)
-        self.where.append(len(self.keep) - 1)
+        self.kinds.append(cs.kind)
+        self.datas.append(<size_t>cs.data)
         self.start.append(i)
         self.length.append(n)
         self.lower.append(lower)
@@ -247,59 +265,69 @@ cdef tuple _units(
     cdef Vocabulary vocabulary = Vocabulary(probes_per_lookup, base_probes)
     cdef array.array ids = array.array("q")  # every unit's ids, one unit after another
     cdef array.array unit_at = array.array("q")  # where each unit's ids start
+    cdef array.array unit_length = array.array("q")  # how many ids it has
     cdef array.array seq_slots = array.array("q", [-1]) * 64
     cdef array.array seq_hashes = array.array("Q")
     cdef Py_ssize_t seq_mask = 63
-    # The current sentence's words: their str (s, or a lowered word), start, length, hash.
+    # The current sentence's words: where their chars lie (the sentence, or for a word
+    # beyond ASCII its lowered str in `texts`: w_text its index there, else -1), start,
+    # length, hash.
     cdef list texts = []
     cdef array.array w_start = array.array("q"), w_length = array.array("q")
-    cdef array.array w_lower = array.array("q"), w_hash = array.array("Q")
+    cdef array.array w_text = array.array("q"), w_hash = array.array("Q")
     cdef array.array w_id = array.array("q")
-    cdef Py_ssize_t k = -1, n, i, j, count, chars, t, word, slot, unit, at
+    cdef Py_ssize_t k = -1, n, i, j, count, chars, t, word, slot, unit, at, wt, units_n = 0
     cdef bint ascii, known, same
     cdef uint64_t h, sequence
     cdef str s, text
     cdef Py_UCS4 c
-    cdef Chars cs
+    cdef Chars cs, cw
     for s in sentences:
         k += 1
         cs = chars_of(s)
         n = len(s)
-        del texts[:]
+        if texts:
+            del texts[:]
         count, chars = 0, -1
         i = 0
         while i < n:
-            if not word_char(char_at(cs, i)):
+            c = char_at(cs, i)
+            if not word_char(c):
                 i += 1
                 continue
-            ascii = char_at(cs, i) < 128
+            # FNV-1a of the ASCII-lowered chars as they are read (`hash_chars`); a word
+            # beyond ASCII is hashed again once lowered.
+            ascii = c < 128
+            h = (14695981039346656037ULL ^ <uint64_t>lower_ascii(c)) * 1099511628211ULL
             j = i + 1
             while j < n:
                 c = char_at(cs, j)
                 if word_char(c):
                     ascii = ascii and c < 128
+                    h = (h ^ <uint64_t>lower_ascii(c)) * 1099511628211ULL
                     j += 1
                 elif connector(c) and j + 1 < n and word_char(char_at(cs, j + 1)):
                     ascii = ascii and c < 128 and char_at(cs, j + 1) < 128
+                    h = (h ^ <uint64_t>lower_ascii(c)) * 1099511628211ULL
+                    h = (h ^ <uint64_t>lower_ascii(char_at(cs, j + 1))) * 1099511628211ULL
                     j += 2
                 else:
                     break
             if count == len(w_start):
-                for column in (w_start, w_length, w_lower, w_id):
+                for column in (w_start, w_length, w_text, w_id):
                     (<array.array>column).append(0)
                 w_hash.append(0)
             if ascii:
-                texts.append(s)
+                w_text.data.as_longlongs[count] = -1
                 w_start.data.as_longlongs[count] = i
                 w_length.data.as_longlongs[count] = j - i
-                w_lower.data.as_longlongs[count] = 1
-                w_hash.data.as_ulonglongs[count] = hash_chars(s, i, j - i, True)
+                w_hash.data.as_ulonglongs[count] = h
             else:
                 text = s[i:j].lower()
+                w_text.data.as_longlongs[count] = len(texts)
                 texts.append(text)
                 w_start.data.as_longlongs[count] = 0
                 w_length.data.as_longlongs[count] = len(text)
-                w_lower.data.as_longlongs[count] = 0
                 w_hash.data.as_ulonglongs[count] = hash_chars(text, 0, len(text), False)
             chars += w_length.data.as_longlongs[count] + 1
             count += 1
@@ -309,9 +337,11 @@ cdef tuple _units(
         known = True
         sequence = 14695981039346656037ULL
         for t in range(count):
+            wt = w_text.data.as_longlongs[t]
+            cw = cs if wt < 0 else chars_of(<str>texts[wt])
             word = vocabulary.find(
-                w_hash.data.as_ulonglongs[t], <str>texts[t], w_start.data.as_longlongs[t],
-                w_length.data.as_longlongs[t], w_lower.data.as_longlongs[t],
+                w_hash.data.as_ulonglongs[t], cw, w_start.data.as_longlongs[t],
+                w_length.data.as_longlongs[t], wt < 0,
             )
             w_id.data.as_longlongs[t] = word
             known = known and word >= 0
@@ -324,7 +354,8 @@ cdef tuple _units(
                 unit = seq_slots.data.as_longlongs[slot]
                 if unit < 0:
                     break
-                if seq_hashes.data.as_ulonglongs[unit] == sequence and lengths[unit] == count:
+                if (seq_hashes.data.as_ulonglongs[unit] == sequence
+                        and unit_length.data.as_longlongs[unit] == count):
                     at = unit_at.data.as_longlongs[unit]
                     same = True
                     for t in range(count):
@@ -342,23 +373,29 @@ cdef tuple _units(
             word = w_id.data.as_longlongs[t]
             if word < 0:  # new, or new earlier in this sentence
                 h = w_hash.data.as_ulonglongs[t]
-                text = <str>texts[t]
+                wt = w_text.data.as_longlongs[t]
+                text = s if wt < 0 else <str>texts[wt]
+                cw = chars_of(text)
                 word = vocabulary.find(
-                    h, text, w_start.data.as_longlongs[t], w_length.data.as_longlongs[t],
-                    w_lower.data.as_longlongs[t],
+                    h, cw, w_start.data.as_longlongs[t], w_length.data.as_longlongs[t], wt < 0
                 )
                 if word < 0:
                     word = vocabulary.add(
                         h, text, w_start.data.as_longlongs[t], w_length.data.as_longlongs[t],
-                        w_lower.data.as_longlongs[t],
+                        wt < 0,
                     )
             ids.data.as_longlongs[at + t] = word
             sequence = (sequence ^ <uint64_t>word) * 1099511628211ULL
-        unit = len(units)
+        unit = units_n
+        units_n += 1
         units.append(k)
         lengths.append(count)
-        unit_at.append(at)
-        seq_hashes.append(sequence)
+        array.resize_smart(unit_at, units_n)
+        array.resize_smart(unit_length, units_n)
+        array.resize_smart(seq_hashes, units_n)
+        unit_at.data.as_longlongs[unit] = at
+        unit_length.data.as_longlongs[unit] = count
+        seq_hashes.data.as_ulonglongs[unit] = sequence
         if 2 * (unit + 1) > seq_mask:
             seq_slots = array.array("q", [-1]) * (2 * (seq_mask + 1))
             seq_mask = 2 * seq_mask + 1
