@@ -22,6 +22,7 @@ HOT_PATH_MODULES = (
     "judge_service.judges.rules.rules_judge",  # the fallback judge (pipeline.Engine)
     "judge_service.trace.tokenizer",  # the tokenizer cache (transformers: the warm-up's)
     "judge_service.validate",
+    "judge_service.group.batch",  # the group judge, imported by its routes on first use
 )
 
 

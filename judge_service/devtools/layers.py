@@ -88,10 +88,11 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ),
     **{
         ("heap", hot, "function"): (
-            "the servers' startup freeze imports the hot path by name, so that gc.freeze()"
-            " keeps it; belongs beside its callers, api/app.py and cli/worker.py"
+            "the servers' startup freeze (a server's warm-up thread, after start) imports"
+            " the hot path by name, so that gc.freeze() keeps it; belongs beside its"
+            " callers, api/app.py and cli/worker.py"
         )
-        for hot in ("judges.rules.rules_judge", "trace.tokenizer", "validate")
+        for hot in ("judges.rules.rules_judge", "trace.tokenizer", "validate", "group.batch")
     },
 }
 

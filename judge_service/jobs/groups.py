@@ -37,7 +37,6 @@ import json
 from collections.abc import Sequence
 
 from judge_service.errors import InputError, LimitError
-from judge_service.group.judge import check_group, judging
 from judge_service.jobs.model import Entry, FinishKind, GroupWrite, JobStore, until_ok
 from judge_service.pipeline import Engine
 from judge_service.schemas import GroupBlock, Options, Result, Rollout
@@ -57,6 +56,11 @@ def groups_of(rollouts: Sequence[Rollout]) -> list[list[int]]:
 
 def check_groups(rollouts: Sequence[Rollout], engine: Engine) -> list[list[int]]:
     """The groups, each checked as a group (InputError/LimitError naming `rollouts[i]`)."""
+    # The group judge (its LLM session, tools, contrast: ~50 ms to import) loads where a
+    # group is judged or checked, not with this module: the job service and worker import
+    # it, and a server's start does not wait for it (its warm-up thread imports it: heap.py).
+    from judge_service.group.judge import check_group
+
     groups = groups_of(rollouts)
     for indices in groups:
         check_group([rollouts[i] for i in indices], engine, [f"rollouts[{i}]" for i in indices])
@@ -88,6 +92,8 @@ async def judged_group(
     `indices` order, and the group record (None when the group was not judged). A group
     the settings now refuse (checked at submission, but a worker's settings may differ)
     fails whole, each result naming the field."""
+    from judge_service.group.judge import check_group, judging  # (check_groups says why)
+
     rollouts = [Rollout.model_validate(json.loads(p or "{}")["rollout"]) for p in stored]
     fields = [f"rollouts[{i}]" for i in indices]
     try:

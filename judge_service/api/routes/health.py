@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-import sandbox
 from judge_service import metrics
 from judge_service.errors import StoreUnavailable
 from judge_service.jobs import pulse
@@ -78,7 +77,10 @@ async def readyz(request: Request) -> JSONResponse:
         checks["judge"] = {"ok": False, "default": default_judge, "error": str(exc)[:300]}
         ready = False
     # The sandbox serves run_python; without its OS layer it still runs, refusing sympy,
-    # so it is reported but does not make the service unready.
+    # so it is reported but does not make the service unready. (Imported here, not with
+    # this module: /healthz, beside it, is what a start waits for.)
+    import sandbox
+
     try:
         status = await _bounded(asyncio.to_thread(sandbox.isolation_status))
         checks["sandbox"] = {"ok": bool(status.get("isolated")), **status}
