@@ -17,7 +17,7 @@ from tests.test_rules_plain_claims import near_plain_lines, plain_lines
 from tests.test_rules_repetition import traces
 
 try:
-    from judge_service.judges.rules import _plain, _sentences, _similar, _spans
+    from judge_service.judges.rules import _plain, _sentences, _similar, _spans, _words
 except ImportError:  # pragma: no cover - an install without a C compiler
     if os.environ.get("JUDGE_REQUIRE_NATIVE") == "1":
         raise
@@ -31,6 +31,7 @@ def test_the_judge_runs_the_compiled_scanners() -> None:
     assert rules_judge.line_sentences is _sentences.line_sentences
     assert rules_judge.disjoint_spans is _spans.disjoint_spans
     assert repetition._compiled_similar is _similar
+    assert repetition._compiled is _words
     assert repetition.sentence_units(["a b c ", " e f g h"]).units == []  # too short
     words = "one two three four five six seven"
     found = repetition.sentence_units([words, words.upper() + "!"])
@@ -185,8 +186,8 @@ def test_a_crowded_word_table_hands_the_trace_to_the_definition(
     answers. Here the budget is cut to nothing instead of crafting the words."""
     sentences = [f"word{k} and more words here {k % 7}" for k in range(200)] * 2
     words = repetition.MIN_CHARS, repetition.MIN_WORDS
-    assert _sentences.sentence_units(sentences, *words, 0, 0) is None
-    full = _sentences.sentence_units(sentences, *words, repetition.PROBES_PER_LOOKUP, 0)
+    assert _words.sentence_units(sentences, *words, 0, 0) is None
+    full = _words.sentence_units(sentences, *words, repetition.PROBES_PER_LOOKUP, 0)
     assert full is not None and len(full[1]) == 200  # ordinary text: inside, with no base
     monkeypatch.setattr(repetition, "PROBES_PER_LOOKUP", 0)
     monkeypatch.setattr(repetition, "BASE_PROBES", 0)

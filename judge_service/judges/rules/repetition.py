@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-try:  # the compiled scanners (_sentences.pyx, _similar.pyx), where the install built them
-    from judge_service.judges.rules import _sentences as _compiled
+try:  # the compiled scanners (_words.pyx, _similar.pyx), where the install built them
     from judge_service.judges.rules import _similar as _compiled_similar
+    from judge_service.judges.rules import _words as _compiled
 except ImportError:  # pragma: no cover - a build without a C compiler
     _compiled = None  # type: ignore[assignment]
     _compiled_similar = None  # type: ignore[assignment]
@@ -38,7 +38,7 @@ MIN_CHARS = 20
 MIN_WORDS = 4  # at least 3: every compared sentence has a trigram
 THRESHOLD = 0.8
 MAX_POSTINGS = 256
-# The compiled tables' probe budget (_sentences.pyx `sentence_units`, _similar.pyx
+# The compiled tables' probe budget (_words.pyx `sentence_units`, _similar.pyx
 # `similar_units`): ordinary text visits ~2 slots a lookup; past this, the trace is read
 # by the definition instead.
 PROBES_PER_LOOKUP = 32
@@ -95,7 +95,7 @@ def similar_units(found: Units, threshold: float = THRESHOLD) -> list[int] | Int
 
 
 def python_sentence_units(sentences: Sequence[str]) -> Units:
-    """The definition, which the compiled `_sentences.sentence_units` equals: each sentence
+    """The definition, which the compiled `_words.sentence_units` equals: each sentence
     normalised; too short to compare, an exact repeat, or a unit."""
     repeats: list[int] = []
     seen: set[str] = set()
