@@ -58,6 +58,18 @@ class TraceIndex:
     def line_of(self, token: int) -> int:
         return bisect.bisect_right(self.line_starts, token) - 1
 
+    def before_line(self, position: int, line: int) -> bool:
+        """Whether the token of folded char `position` lies before marker line `line`:
+        ``line_of(folded.token_at(position)) < line``, without the token's search. That
+        token comes before the one starting the line exactly when its char does: a token
+        t precedes token m when fewer than m tokens end at or before t's char."""
+        if line <= 0:
+            return False  # every token is on line 0 or after
+        if line >= len(self.line_starts):
+            return True
+        start = self.trace.offsets[self.line_starts[line]]
+        return int(self.folded.origin[position]) < int(start)
+
     def line_end(self, line: int) -> int:
         """The token where marker line `line` ends (T for the last)."""
         starts = self.line_starts

@@ -128,33 +128,34 @@ class LineChecks:
         self._kind, self._a, self._b = read.kinds, read.lows, read.highs
         self._lo: list[int] = []
         self._hi: list[int] = []
-        if self._kind and n:
-            firsts, ends = trace.tokens_for_char_ranges(self._a, self._b)
-            self._lo = (self.line_starts.searchsorted(firsts, side="right") - 1).tolist()
-            self._hi = (self.line_starts.searchsorted(ends - 1, side="right") - 1).tolist()
+        count = len(self._kind)
+        lo = hi = np.zeros(0, np.int64)
+        if count and n:
+            # fromiter with the dtype given: a list of thousands of ints, converted once
+            # (asarray, which looks for the dtype, cost twice; converting the line lists
+            # back for `_touched` was half of this constructor).
+            firsts, ends = trace.tokens_for_char_ranges(
+                np.fromiter(self._a, np.int64, count), np.fromiter(self._b, np.int64, count)
+            )
+            lo = self.line_starts.searchsorted(firsts, side="right") - 1
+            hi = self.line_starts.searchsorted(ends - 1, side="right") - 1
+            self._lo, self._hi = lo.tolist(), hi.tolist()
         self.false_lines: set[int] = set()
         self.tainted_lines: set[int] = set()
-        if len(self._kind) > 256:  # thousands of links: whole-array steps pay again
-            kinds = np.asarray(self._kind)
-            self.false_lines = self._touched(kinds == FALSE, n)
-            self.tainted_lines = self._touched(kinds == TAINTED, n)
+        if count > 256 and n:  # thousands of links: whole-array steps pay again
+            kinds = np.fromiter(self._kind, np.int64, count)
+            self.false_lines = _touched(lo[kinds == FALSE], hi[kinds == FALSE], n)
+            self.tainted_lines = _touched(lo[kinds == TAINTED], hi[kinds == TAINTED], n)
         else:
-            for kind, lo, hi in zip(self._kind, self._lo, self._hi, strict=True):
+            for kind, first, last in zip(self._kind, self._lo, self._hi, strict=True):
                 if kind != TRUE:
                     (self.false_lines if kind == FALSE else self.tainted_lines).update(
-                        range(lo, hi + 1)
+                        range(first, last + 1)
                     )
         self.has_false, self.has_taint = bool(self.false_lines), bool(self.tainted_lines)
         self._true_chars: dict[int, list[tuple[int, int]]] | None = None  # on first use
         self._proven: dict[int, bool] = {}
         self._line_list: list[int] | None = None
-
-    def _touched(self, which: npt.NDArray[np.bool_], n: int) -> set[int]:
-        """The marker lines the links `which` selects touch."""
-        mark = np.zeros(n + 1, np.int64)
-        np.add.at(mark, np.asarray(self._lo)[which], 1)
-        np.add.at(mark, np.asarray(self._hi)[which] + 1, -1)
-        return set(np.flatnonzero(np.cumsum(mark[:n])).tolist())
 
     def _links(self) -> Iterator[tuple[int, int, int, int, int]]:
         """Each link's kind, first and last line, and chars."""
@@ -248,6 +249,12 @@ class LineChecks:
             at = max(at, b)
         rest.append(text[at:high])
         return _READ_WHOLE.fullmatch(" ".join(rest)) is not None
+
+
+def _touched(lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64], n: int) -> set[int]:
+    """The marker lines of `n` that links from line lo[i] to line hi[i] touch."""
+    mark = np.bincount(lo, minlength=n + 1) - np.bincount(hi + 1, minlength=n + 1)
+    return set(np.flatnonzero(np.cumsum(mark[:n])).tolist())
 
 
 @dataclass(frozen=True)

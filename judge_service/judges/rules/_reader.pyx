@@ -28,7 +28,6 @@ from judge_service.judges.rules.reader import (
     TRUE,
     Finding,
     _as_plain,
-    _magnitude,
     python_normal,
 )
 
@@ -73,16 +72,13 @@ cdef inline bint is_word(Py_UCS4 c) noexcept:
     return c == 95 or Py_UNICODE_ISALNUM(c)
 
 
-cpdef list numbers(str text):
-    """`reader.python_numbers`: each match of ``(?<![\\w.])-?\\d+(?:\\.\\d+)?(?![\\w]|\\.\\d)``
-    in order. A greedy match that fails the lookahead has no shorter one that passes (a
-    shorter digit run is followed by a digit, a dropped decimal part by ".digit"), so one
-    forward pass decides each start."""
-    cdef Chars t = chars_of(text)
-    cdef Py_ssize_t n = len(text)
-    cdef Py_ssize_t i = 0, j, k
+cdef Py_ssize_t next_number(Chars t, Py_ssize_t n, Py_ssize_t *at) noexcept:
+    """The end of the first number (`numbers`' match) at or after at[0], which is moved to
+    its start; -1 when there is none. A greedy match that fails the lookahead has no
+    shorter one that passes (a shorter digit run is followed by a digit, a dropped
+    decimal part by ".digit"), so one forward pass decides each start."""
+    cdef Py_ssize_t i = at[0], j, k
     cdef Py_UCS4 c
-    cdef list out = []
     while i < n:
         if i > 0:
             c = char_at(t, i - 1)
@@ -107,9 +103,44 @@ cpdef list numbers(str text):
             ):
                 i += 1
                 continue
+        at[0] = i
+        return k
+    return -1
+
+
+cpdef list numbers(str text):
+    """`reader.python_numbers`: each match of ``(?<![\\w.])-?\\d+(?:\\.\\d+)?(?![\\w]|\\.\\d)``
+    in order."""
+    cdef Chars t = chars_of(text)
+    cdef Py_ssize_t n = len(text), i = 0, k
+    cdef list out = []
+    while True:
+        k = next_number(t, n, &i)
+        if k < 0:
+            return out
         out.append(text[i:k])
         i = k
-    return out
+
+
+cdef object number_value(Chars t, str text, Py_ssize_t i, Py_ssize_t k, bint magnitude):
+    """The number text[i:k] (a `numbers` match) as `reader._plain` reads it, or its
+    magnitude: an integer of up to 18 ASCII digits straight from its chars (a per-claim
+    cost: no substring, no parse of one), anything else by the definition."""
+    cdef bint negative = char_at(t, i) == 45
+    cdef Py_ssize_t j = i + 1 if negative else i
+    cdef long long value = 0
+    cdef Py_UCS4 c
+    if k - j <= 18:
+        while j < k:
+            c = char_at(t, j)
+            if c < 48 or c > 57:  # a decimal point, or a digit of another script
+                break
+            value = value * 10 + (<long long> c - 48)
+            j += 1
+        if j == k:
+            return -value if negative and not magnitude else value
+    found = plain_number(text[i:k])
+    return abs(found) if magnitude else found
 
 
 cpdef str normal(str expression):
@@ -147,15 +178,23 @@ cdef inline object plain_number(str number):
     return Fraction(number) if "." in number else int(number)
 
 
+cdef void add_magnitudes(str text, list values) except *:
+    cdef Chars t = chars_of(text)
+    cdef Py_ssize_t n = len(text), i = 0, k
+    while True:
+        k = next_number(t, n, &i)
+        if k < 0:
+            return
+        values.append(number_value(t, text, i, k, True))
+        i = k
+
+
 cdef tuple relation(str side, str right):
-    """`reader._relation(side, right)`."""
-    cdef list found = numbers(side)
-    found.extend(numbers(right))
-    cdef list values
-    if "." in side or "." in right:
-        values = [_magnitude(number) for number in found]
-    else:
-        values = [abs(int(number)) for number in found]
+    """`reader._relation(side, right)`: each number's magnitude, an int or (with a
+    decimal point) a Fraction, whichever branch of the definition reads it."""
+    cdef list values = []
+    add_magnitudes(side, values)
+    add_magnitudes(right, values)
     values.sort()
     return tuple(values)
 
@@ -222,11 +261,16 @@ cdef class Reader:
     cdef bint _uses_tainted(self, str text) except -1:
         if not self.tainted_numbers:
             return False
-        cdef str number
-        for number in numbers(text):
-            if plain_number(number) in self.tainted_numbers:
+        cdef set tainted = self.tainted_numbers
+        cdef Chars t = chars_of(text)
+        cdef Py_ssize_t n = len(text), i = 0, k
+        while True:
+            k = next_number(t, n, &i)
+            if k < 0:
+                return False
+            if number_value(t, text, i, k, False) in tainted:
                 return True
-        return False
+            i = k
 
     cdef void _taint(self, value) except *:
         self.tainted.add(value)
@@ -284,15 +328,17 @@ cdef class Reader:
                 return UNSUPPORTED
             self.errors.setdefault(left_value, []).append(right_value)
             return INVALID
-        claim = (normal(left_text), right_value)
         repaired = self.errors.pop(left_value, None)
         if repaired:
             self._untaint(repaired)
-            self._establish(claim, sides, right_text)
+            self._establish((normal(left_text), right_value), sides, right_text)
             return VERIFIED_CORRECTION
         if self._uses_tainted(left_text):
             self._taint(right_value)
             return UNSUPPORTED
+        # The claim's spelling only now: most true claims of a trace with an error left
+        # standing build on its value (above), and never ask.
+        claim = (normal(left_text), right_value)
         if claim in self.claims:
             return UNPRODUCTIVE_REPETITION
         checked = self._establish(claim, sides, right_text)

@@ -30,17 +30,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from judge_service.folding import fold
+from judge_service.judges.rules.token_spans import SpanColumns, TokenSpan
 from judge_service.spans import NEEDS_PRIOR_INVALID, REGION_LABELS, SpanLimits, unlocked_columns
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import escape_view_text, marker_array
 
-__all__ = ["TokenSpan", "shape_spans"]
+__all__ = ["SpanColumns", "TokenSpan", "shape_spans"]
 
 INVALID = "invalid"
 HEAD_CHARS = 160
@@ -53,16 +53,6 @@ MAX_JOIN_GAP_CHARS = 16
 IntArray = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 Index = IntArray | Mask
-
-
-class TokenSpan(NamedTuple):
-    start: int
-    end: int
-    label: str
-    confidence: float
-
-
-_Columns = tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...], tuple[float, ...]]
 
 
 @dataclass(frozen=True)
@@ -97,10 +87,6 @@ class _Labels:
             np.array([name in REGION_LABELS for name in names], np.bool_),
             np.array([name == "verified_correction" for name in names], np.bool_),
         )
-
-    def codes(self, labels: Sequence[str]) -> IntArray:
-        code = {name: i for i, name in enumerate(self.names)}
-        return np.fromiter(map(code.__getitem__, labels), np.int64, len(labels))
 
 
 @dataclass(frozen=True)
@@ -143,17 +129,15 @@ class _Shaper:
     def line_of(self, tokens: IntArray) -> IntArray:
         return np.searchsorted(self.markers, tokens, side="right") - 1
 
-    def rows(self, columns: _Columns) -> _Rows:
-        starts, ends, names, confidences = columns
-        n = len(starts)
-        start = np.fromiter(starts, np.int64, n)
+    def rows(self, columns: SpanColumns) -> _Rows:
+        """`columns`, whose label codes index `self.labels`."""
         return _Rows(
-            np.arange(n, dtype=np.int64),
-            start,
-            np.fromiter(ends, np.int64, n),
-            self.labels.codes(names),
-            -np.fromiter(confidences, np.float64, n),
-            self.line_of(start),
+            np.arange(len(columns), dtype=np.int64),
+            columns.start,
+            columns.end,
+            columns.label,
+            -columns.confidence,
+            self.line_of(columns.start),
         )
 
     def fit(self, rows: _Rows) -> Mask:
@@ -280,7 +264,7 @@ class _Shaper:
 
 
 def shape_spans(
-    spans: Sequence[TokenSpan],
+    spans: Sequence[TokenSpan] | SpanColumns,
     trace: Trace,
     *,
     priority: Mapping[str, int],
@@ -289,20 +273,22 @@ def shape_spans(
     limits: SpanLimits,
 ) -> list[dict[str, object]]:
     """`spans` (disjoint) reduced to a list validation accepts whole, with evidence quotes.
+    A span kept keeps the start, end, label and confidence objects it was given (from
+    `SpanColumns`: Python numbers made of the columns).
 
     `priority` ranks labels (lower is more important); `positive` are the labels with a
     positive score; `blocked` marks the marker lines no positive span may touch."""
     if not spans:  # nothing to shape: no line index, no escaped text
         return []
-    columns = _columns(spans)
+    columns = spans if isinstance(spans, SpanColumns) else SpanColumns.of(spans)
+    if not (columns.start[1:] > columns.start[:-1]).all():
+        spans = sorted(spans)  # by start (the tuples, as sorting before the cuts always did)
+        columns = SpanColumns.of(spans)
     budget = limits.region_budget(trace.num_tokens)
     caps = (budget, limits.point_cap(trace.num_tokens))
-    labels = _Labels.build(columns[2], priority, positive, caps)
+    labels = _Labels.build(columns.names, priority, positive, caps)
     shaper = _Shaper(trace, labels, blocked, limits.unlock_confidence)
     rows = shaper.rows(columns)
-    if not (rows.start[1:] > rows.start[:-1]).all():
-        spans = sorted(spans)  # by start (the tuples, as sorting before the cuts always did)
-        rows = shaper.rows(_columns(spans))
     rows = rows.take(shaper.fit(rows))
     rows = shaper.after_invalid(rows)
     rows, joined = shaper.join_crowded(rows, spans, limits.max_per_line)
@@ -314,12 +300,6 @@ def shape_spans(
     rows = shaper.after_invalid(rows)
     kept = [joined.get(at) or spans[at] for at in rows.at.tolist()]
     return shaper.quoted(rows, kept)
-
-
-def _columns(spans: Sequence[TokenSpan]) -> _Columns:
-    """The spans' starts, ends, labels and confidences (one transpose, in C)."""
-    starts, ends, labels, confidences = zip(*spans, strict=True)
-    return starts, ends, labels, confidences
 
 
 def _joined(first: TokenSpan, rest: list[TokenSpan]) -> TokenSpan:

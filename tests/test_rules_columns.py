@@ -1,0 +1,159 @@
+"""Issue 39's columns on the arithmetic path equal what they replaced: the compiled cut of
+ranges into disjoint spans (`_spans.disjoint_ranges`, over token positions) and its
+definition, `shape_spans` given `SpanColumns` or the same spans as tuples, the token spans
+of a trace's findings and the tuples built from them before, validation's char test of an
+evidence quote's line (`TraceIndex.before_line`) and the token search it stands for, and
+the compiled reader's numbers read from their chars (long ones, signs, decimals)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from judge_service.evidence_index import TraceIndex
+from judge_service.judges.base import JudgeRequest
+from judge_service.judges.rules import rules_judge
+from judge_service.judges.rules.shape import SpanColumns, TokenSpan
+from judge_service.labels import DEFAULT_LABEL_SCORES
+from judge_service.spans import SpanLimits
+from judge_service.trace.decode import Trace
+from judge_service.trace.tokenizer import LoadedTokenizer
+from tests.test_rules_reader import same_reading
+from tests.test_rules_shape import _shape, _shape_case
+
+try:
+    from judge_service.judges.rules import _spans
+except ImportError:  # pragma: no cover - an install without a C compiler
+    if os.environ.get("JUDGE_REQUIRE_NATIVE") == "1":
+        raise
+    _spans = None  # type: ignore[assignment]
+
+native = pytest.mark.skipif(_spans is None, reason="the compiled scanners are not built here")
+
+
+# Token-like ranges (the cut over positions), and now and then one far away (the
+# definition's walk, for ranges over any span of ints).
+_ranges = st.lists(
+    st.tuples(st.integers(0, 60), st.integers(-3, 12), st.sampled_from([0] * 9 + [10**12])),
+    max_size=40,
+)
+
+
+@native
+@settings(max_examples=1500, deadline=None)
+@given(_ranges)
+def test_disjoint_ranges_equal_their_definition(ranges: list[tuple[int, int, int]]) -> None:
+    firsts = [a + far for a, _, far in ranges]
+    lasts = [a + far + n for a, n, far in ranges]
+    expected = rules_judge.python_disjoint_spans(firsts, lasts)
+    assert _spans.disjoint_spans(firsts, lasts) == expected
+    index, start, end = rules_judge.disjoint_ranges(
+        np.array(firsts, np.int64), np.array(lasts, np.int64)
+    )
+    assert list(zip(index.tolist(), start.tolist(), end.tolist(), strict=True)) == expected
+    index, start, end = rules_judge.python_disjoint_ranges(
+        np.array(firsts, np.int64), np.array(lasts, np.int64)
+    )
+    assert list(zip(index.tolist(), start.tolist(), end.tolist(), strict=True)) == expected
+    kept = sorted((a, b) for _, a, b in expected)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(kept))  # disjoint
+
+
+@native
+def test_disjoint_ranges_refuse_ranges_of_two_lengths() -> None:
+    with pytest.raises(ValueError):
+        rules_judge.disjoint_ranges(np.array([1, 2], np.int64), np.array([3], np.int64))
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=_shape_case(), max_per_line=st.sampled_from([0, 1, 2, 3]))
+def test_shape_spans_of_columns_equal_those_of_tuples(
+    case: tuple[Trace, list[TokenSpan], list[bool]], max_per_line: int
+) -> None:
+    trace, spans, blocked = case
+    limits = SpanLimits(max_per_line=max_per_line, max_spans=12)
+    mask = np.array(blocked, np.bool_)
+    expected = _shape(trace, spans, blocked=mask, limits=limits)
+    columns = SpanColumns.of(spans)
+    assert [columns[i] for i in range(len(columns))] == spans
+    assert _shape(trace, columns, blocked=mask, limits=limits) == expected  # type: ignore[arg-type]
+
+
+def _old_token_spans(findings: list[Any], trace: Trace) -> list[TokenSpan]:
+    """`to_token_spans` as it was: a tuple per span, by start."""
+    order = sorted(
+        range(len(findings)),
+        key=lambda i: (
+            rules_judge.PRIORITY.get(findings[i][2], 9),
+            findings[i][0],
+            -findings[i][1],
+        ),
+    )
+    starts = [findings[i][0] for i in order]
+    ends = [findings[i][1] for i in order]
+    firsts, lasts = trace.tokens_for_char_ranges(starts, ends)
+    spans = [
+        TokenSpan(start, end, findings[order[i]][2], findings[order[i]][3])
+        for i, start, end in rules_judge.python_disjoint_spans(firsts.tolist(), lasts.tolist())
+    ]
+    return sorted(spans)
+
+
+_ARITHMETIC = (
+    "19 × 74 = 1406.\n15 × 42 = 640.\nSo 50 + 640 = 690, 69 * 30 = 2070.\nWait, 15 × 42 = 630.\n"
+    "So 640 is the part. 630 + 1 = 631\n15 × 42 = 630 and 42 × 15 = 630.\n\\boxed{631}"
+)
+
+
+def _request(tok: LoadedTokenizer, text: str) -> JudgeRequest:
+    trace = tok.decode(tok.hf.encode(text, add_special_tokens=False))
+    return JudgeRequest(
+        rollout_id="t",
+        trace=trace,
+        problem="",
+        final_answer=None,
+        reward=0.0,
+        reference_answer="630",
+        reference_solution=None,
+        label_scores=dict(DEFAULT_LABEL_SCORES),
+    )
+
+
+def test_token_spans_of_findings_equal_the_tuples_they_replaced(bpe: LoadedTokenizer) -> None:
+    for text in (_ARITHMETIC, _ARITHMETIC * 30, "No claims here.", ""):
+        request = _request(bpe, text)
+        findings = rules_judge.read_trace(request).findings
+        columns = rules_judge.to_token_spans(findings, request.trace)
+        assert [columns[i] for i in range(len(columns))] == _old_token_spans(
+            findings, request.trace
+        )
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=_shape_case())
+def test_before_line_is_the_token_search_it_replaces(
+    case: tuple[Trace, list[TokenSpan], list[bool]],
+) -> None:
+    trace = case[0]
+    index = TraceIndex(trace, None)
+    folded = index.folded
+    for position in range(len(folded.text)):
+        line = index.line_of(folded.token_at(position))
+        for asked in range(-1, len(index.line_starts) + 2):
+            assert index.before_line(position, asked) == (line < asked), (position, asked)
+
+
+def test_the_reader_reads_long_numbers_signs_and_decimals_alike() -> None:
+    same_reading(
+        "123456789012345678 + 1 = 123456789012345679\n"
+        "1234567890123456789 + 1 = 1234567890123456791\n"
+        "So 1234567890123456791 and -1234567890123456791 are it. 1234567890123456790 + 1 = 7\n"
+        "-0 + 0 = 1. So -0 and 1 and -1.\n"
+        "0.5 + 0.25 = 0.75, so 0.75 × 4 = 3 and 12.50 - 0.5 = 12"
+    )
