@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judge_service.evidence_index import TraceIndex
+from judge_service.folding import FoldedText
 from judge_service.judges.base import JudgeRequest
 from judge_service.judges.rules import rules_judge
 from judge_service.judges.rules.shape import SpanColumns, TokenSpan
@@ -157,3 +158,17 @@ def test_the_reader_reads_long_numbers_signs_and_decimals_alike() -> None:
         "-0 + 0 = 1. So -0 and 1 and -1.\n"
         "0.5 + 0.25 = 0.75, so 0.75 × 4 = 3 and 12.50 - 0.5 = 12"
     )
+
+
+_FOLD_PIECES = ["ab", " ", "  ", "\t\n", "½", "é", "ﬁ", "<<<", "⟦3⟧", "\x07", "数"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_FOLD_PIECES), max_size=80), st.randoms(use_true_random=True))
+def test_folded_token_starts_are_the_search_they_replace(pieces: list[str], rng: Any) -> None:
+    text = "".join(pieces) * rng.choice([1, 200])  # short (regexes) and long (numpy) folds
+    cuts = sorted({0, len(text), *rng.sample(range(len(text) + 1), min(len(text), 50))})
+    offsets = np.array(cuts, np.int64)
+    folded = FoldedText.build(text, offsets)
+    expected = np.searchsorted(folded.origin, offsets, side="left")
+    assert folded.token_starts.tolist() == expected.tolist()
