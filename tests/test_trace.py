@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -113,6 +114,26 @@ def test_long_random_ids_gathered_as_the_tokenizer_decodes_them(bpe: LoadedToken
         trace = bpe.decode(ids)
         assert trace.text == _reference(bpe, ids)
         _assert_tiles(trace.offsets, trace.text)
+
+
+def test_each_token_ends_after_the_chars_its_bytes_complete(bpe: LoadedTokenizer) -> None:
+    """A byte-level trace's offsets: token k ends after the chars complete in the first
+    k + 1 tokens' bytes (counted over the bytes at once, no search per token)."""
+    rng = random.Random(5)
+    pieces = ["ok", " 😀", "数学", " é", "\n", "408", " × ", "“x”", "😀😀"]
+    table = bpe._byte_table
+    assert table is not None
+    split = False
+    for size in [1, 2, 5, 40, 300]:
+        text = "".join(rng.choice(pieces) for _ in range(size))
+        ids = bpe.hf.encode(text, add_special_tokens=False)
+        trace = bpe.decode(ids)
+        raw = b"".join(table[i] or b"" for i in ids)
+        ends = itertools.accumulate(len(table[i] or b"") for i in ids)
+        complete = [len(raw[:end].decode("utf-8", "ignore")) for end in ends]
+        assert trace.offsets.tolist() == [0, *complete]
+        split = split or any(a == b for a, b in itertools.pairwise(complete))
+    assert split  # some char's bytes were spread over several tokens
 
 
 def test_truncated_multibyte_at_the_end_is_replaced(bpe: LoadedTokenizer) -> None:

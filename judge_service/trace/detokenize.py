@@ -147,17 +147,19 @@ class LoadedTokenizer:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             return self._decode_bytes_lossy(ids, table)
-        byte_ends = np.cumsum(self._byte_lengths[ids])
-        data = np.frombuffer(raw, dtype=np.uint8)
-        char_starts = np.flatnonzero((data & 0xC0) != 0x80)
-        # A char is complete once its last byte has arrived; its last byte is just
-        # before the next char's first byte.
-        char_last = np.empty_like(char_starts)
-        char_last[:-1] = char_starts[1:] - 1
-        if char_starts.size:
-            char_last[-1] = len(raw) - 1
         offsets = np.zeros(ids.shape[0] + 1, np.int64)
-        offsets[1:] = np.searchsorted(char_last, byte_ends, side="left")
+        if raw:
+            # A char is complete once its last byte has arrived; its last byte is just
+            # before the next char's first byte, or the text's last. complete[b]: the
+            # chars complete in the first b bytes, one running count over the bytes (a
+            # binary search per id in the chars' last bytes took 4x as long: 32k prose,
+            # 0.76 -> 0.19 ms).
+            data = np.frombuffer(raw, dtype=np.uint8)
+            complete = np.empty(len(raw) + 1, np.int64)
+            complete[0] = 0
+            np.cumsum((data[1:] & 0xC0) != 0x80, out=complete[1:-1])
+            complete[-1] = complete[-2] + 1
+            offsets[1:] = complete[np.cumsum(self._byte_lengths[ids])]
         return Trace(ids, text, offsets)
 
     def _joined(self, ids: npt.NDArray[np.int64]) -> bytes:
