@@ -198,3 +198,13 @@ def test_a_load_waits_for_the_import_of_transformers_before_its_timeout_starts(
         thread.join(30)
     assert len(results) == 3
     assert all(isinstance(r, LoadedTokenizer) for r in results.values()), results
+
+
+def test_the_lazy_sympy_gives_sympys_own_objects() -> None:
+    import sympy
+
+    from judge_service.lazy_sympy import sympy as lazy
+
+    assert lazy.Rational is sympy.Rational and lazy.Integer(7) == sympy.Integer(7)
+    assert lazy.core.evalf.PrecisionExhausted is sympy.core.evalf.PrecisionExhausted
+    assert "Rational" in vars(lazy)  # kept: later reads cost a plain attribute's
