@@ -18,6 +18,16 @@ from pathlib import Path
 
 import httpx
 
+# The server process of each URL `served` yields (without a prefix: the server itself),
+# for benches that read its CPU time from /proc.
+PIDS: dict[str, int] = {}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid`, all its threads, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -82,8 +92,11 @@ def served(
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("the server did not start")
             time.sleep(0.2)
+        if not prefix:
+            PIDS[url] = process.pid
         yield url
     finally:
+        PIDS.pop(url, None)
         # py-spy writes its profile on SIGINT (and then ends the server it started)
         process.send_signal(signal.SIGINT if prefix else signal.SIGTERM)
         try:

@@ -38,7 +38,7 @@ from typing import Any
 import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import httpx
 from _load import post_many
-from _serve import free_port, missing_dependencies, served
+from _serve import PIDS, cpu_seconds, free_port, missing_dependencies, served
 from _timing import median_ms
 
 from tests.harness.tokenizers import (
@@ -138,9 +138,12 @@ def ids_of(tokenizer: Any, text_of: Any, tokens: int) -> list[int]:
 
 async def throughput(
     url: str, tokenizer: str, ids: list[int], total: int, concurrency: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     """Requests per second, p50 and p99 latency (ms) of `total` small uncached requests,
-    sent by `_load.post_many` (keep-alive connections, one request in flight on each)."""
+    sent by `_load.post_many` (keep-alive connections, one request in flight on each), and
+    the server's CPU time per request (ms; NaN under --profile). The rate follows the
+    share of the 2 cores the server gets beside the client and whatever else runs; its
+    CPU per request does not."""
 
     def body_of(n: int) -> bytes:
         body = {
@@ -155,11 +158,23 @@ async def throughput(
         }
         return json.dumps(body).encode()
 
+    # Load once the server says it is ready (as a load balancer routes it): /readyz waits
+    # for the start-up import of transformers and what follows it, seconds of CPU in a
+    # thread that took the GIL from the event loop, so a load sent from /healthz on
+    # measured the server's start as much as its requests (~2 ms of CPU a request, not 1).
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        while (await client.get("/readyz")).status_code != 200:
+            await asyncio.sleep(0.2)
+    pid = PIDS.get(url)
+    server_before = cpu_seconds(pid) if pid else float("nan")
     latencies, elapsed, cpu = await post_many(url, "/v1/judge", body_of, total, concurrency)
-    print(f"  client CPU {cpu:.2f} s of {elapsed:.2f} s wall", flush=True)
+    # (the warm-up round post_many sends first is counted too: 32 of `total`)
+    server = (cpu_seconds(pid) - server_before) if pid else float("nan")
+    print(f"  client CPU {cpu:.2f} s, server CPU {server:.2f} s of {elapsed:.2f} s wall")
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-    return total / elapsed, statistics.median(latencies), p99
+    per_request = 1000 * server / (total + concurrency)
+    return total / elapsed, statistics.median(latencies), p99, per_request
 
 
 SMALL_TEXT = (
@@ -293,7 +308,7 @@ def main() -> None:
         servers = {"before": args.before, **servers}
     bare: dict[str, float] = {}
     tables: dict[str, list[str]] = {}
-    rates: dict[str, list[tuple[float, float, float]]] = {label: [] for label in servers}
+    rates: dict[str, list[tuple[float, float, float, float]]] = {label: [] for label in servers}
     small_ids = hf["byte-level BPE"].encode(SMALL_TEXT, add_special_tokens=False)
     run_small = "throughput" in args.only or not args.only
     for round_ in range(max(1, args.rounds if run_small else 1)):
@@ -335,12 +350,16 @@ def main() -> None:
             f"\nsmall rollouts ({len(small_ids)} tokens), uncached, concurrency "
             f"{args.concurrency}, {args.requests} requests a run:\n"
         )
-        print("| server | req/s (each run) | p50 ms | p99 ms |\n|---|---|---|---|")
+        print(
+            "| server | req/s (each run) | p50 ms | p99 ms | server CPU ms per request |\n"
+            "|---|---|---|---|---|"
+        )
         for label, runs in rates.items():
             print(
                 f"| {label or 'this checkout'} | **{' / '.join(f'{r[0]:.0f}' for r in runs)}** "
                 f"| {' / '.join(f'{r[1]:.0f}' for r in runs)} "
-                f"| {' / '.join(f'{r[2]:.0f}' for r in runs)} |"
+                f"| {' / '.join(f'{r[2]:.0f}' for r in runs)} "
+                f"| {' / '.join(f'{r[3]:.2f}' for r in runs)} |"
             )
 
 
