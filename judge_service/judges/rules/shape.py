@@ -194,28 +194,28 @@ class _Shaper:
         keep[order[used > budget]] = False
         return rows.take(keep)
 
-    def join_crowded(
-        self, rows: _Rows, spans: Sequence[TokenSpan], per_line: int
-    ) -> tuple[_Rows, dict[int, TokenSpan]]:
+    def join_crowded(self, rows: _Rows, per_line: int) -> tuple[_Rows, dict[int, list[int]]]:
         """On a line where too many spans start, joins runs of same-label neighbours, so that
         "17 × 20 = 340, 17 × 4 = 68, and 340 + 68 = 408" keeps credit on every claim.
-        Returns the rows left and the joined spans, by the `at` of their first span."""
+        Returns the rows left, a run's first row stretched over it at its least
+        confidence, and the `at` of the spans joined to each run's first, by its `at`
+        (the joined spans are made only for the runs kept: `_joined`)."""
         heads = self.joins(rows, per_line)
         if not heads:
             return rows, {}
-        at = rows.at.tolist()
-        runs: dict[int, list[TokenSpan]] = {}  # first row -> the spans joined to it, in order
-        for row, head in heads.items():  # by row, ascending
-            runs.setdefault(head, []).append(spans[at[row]])
-        joined = [_joined(spans[at[head]], rest) for head, rest in runs.items()]
-        firsts = np.fromiter(runs, np.int64, len(runs))
+        joining = np.fromiter(heads, np.int64, len(heads))  # by row, ascending
+        into = np.fromiter(heads.values(), np.int64, len(heads))
+        # A run's rows are disjoint and by start: its end is its last row's, the greatest.
         end, neg_confidence = rows.end.copy(), rows.neg_confidence.copy()
-        end[firsts] = [span.end for span in joined]
-        neg_confidence[firsts] = [-span.confidence for span in joined]
+        np.maximum.at(end, into, rows.end[joining])
+        np.maximum.at(neg_confidence, into, rows.neg_confidence[joining])
+        runs: dict[int, list[int]] = {}  # first span -> the spans joined to it, in order
+        for at, head_at in zip(rows.at[joining].tolist(), rows.at[into].tolist(), strict=True):
+            runs.setdefault(head_at, []).append(at)
         keep = np.ones(len(rows), np.bool_)
-        keep[list(heads)] = False
+        keep[joining] = False
         moved = _Rows(rows.at, rows.start, end, rows.label, neg_confidence, rows.line)
-        return moved.take(keep), dict(zip(rows.at[firsts].tolist(), joined, strict=True))
+        return moved.take(keep), runs
 
     def joins(self, rows: _Rows, per_line: int) -> dict[int, int]:
         """Each row that joins the span before it: row -> the first row of its run."""
@@ -291,14 +291,17 @@ def shape_spans(
     rows = shaper.rows(columns)
     rows = rows.take(shaper.fit(rows))
     rows = shaper.after_invalid(rows)
-    rows, joined = shaper.join_crowded(rows, spans, limits.max_per_line)
+    rows, runs = shaper.join_crowded(rows, limits.max_per_line)
     rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
     rows = rows.take(_best(rank, limits.max_per_line, rows.line))
     rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
     rows = rows.take(_best(rank, limits.max_spans, None))
     rows = shaper.region_budget(rows, budget)
     rows = shaper.after_invalid(rows)
-    kept = [joined.get(at) or spans[at] for at in rows.at.tolist()]
+    kept = [
+        _joined(spans[at], [spans[m] for m in runs[at]]) if at in runs else spans[at]
+        for at in rows.at.tolist()
+    ]
     return shaper.quoted(rows, kept)
 
 
