@@ -6,8 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-import yaml
-
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -18,6 +16,8 @@ def register(subparsers: Any) -> None:
 
 
 def schema_yaml() -> str:
+    import yaml  # here: every command's start (`serve` too) builds this module's parser
+
     from judge_service.api.app import create_app
     from judge_service.config import Settings
 
