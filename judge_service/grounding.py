@@ -107,7 +107,7 @@ def walk_kinds(trace: Trace) -> LinkKinds:
     links = TraceLinks.of(trace)
     none: list[tuple[int, int, str]] = []  # no sentences: the links alone
     lines = [(number, base, none) for number, base in enumerate(links.line_starts())]
-    new_reader().read_lines(lines, links.links, iter(()), read)
+    new_reader().read_text_lines(links.text, links.line_starts(), lines, iter(()), read)
     return read
 
 

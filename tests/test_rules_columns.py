@@ -18,14 +18,18 @@ from hypothesis import strategies as st
 
 from judge_service.evidence_index import TraceIndex
 from judge_service.folding import FoldedText
+from judge_service.grounding import TraceLinks
 from judge_service.judges.base import JudgeRequest
-from judge_service.judges.rules import rules_judge
+from judge_service.judges.rules import reader, rules_judge
+from judge_service.judges.rules.reader import LinkKinds
+from judge_service.judges.rules.repetition import repeated_sentences
 from judge_service.judges.rules.shape import SpanColumns, TokenSpan
 from judge_service.labels import DEFAULT_LABEL_SCORES
 from judge_service.spans import SpanLimits
 from judge_service.trace.decode import Trace
 from judge_service.trace.tokenizer import LoadedTokenizer
-from tests.test_rules_reader import same_reading
+from tests.test_rules_reader import STATE, same_reading
+from tests.test_rules_reader import traces as reader_traces
 from tests.test_rules_shape import _shape, _shape_case
 
 try:
@@ -172,3 +176,26 @@ def test_folded_token_starts_are_the_search_they_replace(pieces: list[str], rng:
     folded = FoldedText.build(text, offsets)
     expected = np.searchsorted(folded.origin, offsets, side="left")
     assert folded.token_starts.tolist() == expected.tolist()
+
+
+def _walks(cls: Any, text: str) -> tuple[Any, Any, LinkKinds, LinkKinds]:
+    """`cls`'s reading of `text` through `read_lines` (links from `TraceLinks.links`) and
+    through `read_text_lines`, with the kinds each walk gave."""
+    found = rules_judge.line_sentences(text)
+    flags = repeated_sentences([t for *_, sentences in found for *_, t in sentences])
+    links = TraceLinks(text)
+    by_method, by_text = cls(), cls()
+    kinds, text_kinds = LinkKinds(), LinkKinds()
+    by_method.read_lines(found, links.links, iter(flags), kinds)
+    by_text.read_text_lines(text, links.line_starts(), found, iter(flags), text_kinds)
+    return by_method, by_text, kinds, text_kinds
+
+
+@settings(max_examples=150, deadline=None)
+@given(reader_traces())
+def test_reading_a_text_by_its_line_starts_is_reading_its_links(text: str) -> None:
+    for cls in {reader.PythonReader, reader.new_reader}:
+        by_method, by_text, kinds, text_kinds = _walks(cls, text + "\n" + _ARITHMETIC)
+        for name in STATE:
+            assert getattr(by_text, name) == getattr(by_method, name), name
+        assert vars(text_kinds) == vars(kinds)

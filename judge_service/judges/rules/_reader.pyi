@@ -30,6 +30,14 @@ class Reader:
         repeated_flags: Iterator[bool],
         kinds: LinkKinds | None = None,
     ) -> None: ...
+    def read_text_lines(
+        self,
+        text: str,
+        starts: list[int],
+        lines: Iterable[tuple[int, int, list[tuple[int, int, str]]]],
+        repeated_flags: Iterator[bool],
+        kinds: LinkKinds | None = None,
+    ) -> None: ...
     def read_line(
         self,
         base: int,

@@ -20,6 +20,7 @@ from cpython.unicode cimport (
 from judge_service.judges.rules._chars cimport Chars, char_at, chars_of
 
 from judge_service import labels as L
+from judge_service.judges.rules.claims import line_links
 from judge_service.judges.rules.reader import (
     _CORRECTION_WORDS,
     CONFIDENCE,
@@ -224,6 +225,24 @@ cdef class Reader:
         cdef list findings = self.findings
         for line in lines:
             found = links_of(line[0])
+            before = len(findings)
+            self.read_line(line[1], found, line[2], repeated_flags)
+            if kinds is not None and found:
+                add_kinds(<Py_ssize_t> line[1], found, findings, before, kinds)
+
+    def read_text_lines(self, str text, list starts, lines, repeated_flags, kinds=None):
+        """`read_lines`, each line's links `claims.line_links(text, starts[n], stop)` (stop:
+        the next line's start, else the text's end), as `grounding.TraceLinks.links` reads
+        them; asked from C, not through a Python method a line."""
+        cdef tuple line
+        cdef list found
+        cdef Py_ssize_t before, number, count = len(starts), size = len(text)
+        cdef list findings = self.findings
+        for line in lines:
+            number = line[0]
+            found = line_links(
+                text, starts[number], starts[number + 1] if number + 1 < count else size
+            )
             before = len(findings)
             self.read_line(line[1], found, line[2], repeated_flags)
             if kinds is not None and found:

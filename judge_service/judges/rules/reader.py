@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 from judge_service import labels as L
-from judge_service.judges.rules.claims import Link
+from judge_service.judges.rules.claims import Link, line_links
 
 if TYPE_CHECKING:  # sympy only names types here (its import is lazy: lazy_sympy.py)
     import sympy
@@ -181,6 +181,24 @@ class PythonReader:
             self.read_line(base, found, sentences, repeated_flags)
             if kinds is not None and found:
                 kinds.add(base, found, findings[before:])
+
+    def read_text_lines(
+        self,
+        text: str,
+        starts: list[int],
+        lines: Iterable[tuple[int, int, list[tuple[int, int, str]]]],
+        repeated_flags: Iterator[bool],
+        kinds: LinkKinds | None = None,
+    ) -> None:
+        """`read_lines`, each line's links `claims.line_links(text, starts[n], stop)` (stop:
+        the next line's start, else the text's end), as `grounding.TraceLinks.links` reads
+        them (the compiled reader asks for them from C)."""
+
+        def links_of(number: int) -> list[Link]:
+            stop = starts[number + 1] if number + 1 < len(starts) else len(text)
+            return line_links(text, starts[number], stop)
+
+        self.read_lines(lines, links_of, repeated_flags, kinds)
 
     def _uses_tainted(self, text: str) -> bool:
         numbers = self.tainted_numbers

@@ -124,7 +124,7 @@ def read_trace(request: JudgeRequest) -> Reading:
     # The kind of each link as the reader reads it: validation's line checks are made of
     # them (one walk of the trace for the judge and validation).
     kinds = LinkKinds()
-    reader.read_lines(lines, links.links, flags, kinds)
+    reader.read_text_lines(links.text, links.line_starts(), lines, flags, kinds)
     request.trace.derived(LineChecks, lambda: LineChecks(request.trace, kinds))
     reading = Reading(reader.findings)
     answer = locate_final_answer(request.trace.text, request.final_answer)
