@@ -69,10 +69,10 @@ async def post_many(
         body = body_of(n)
         began = time.perf_counter()
         status, data = await connection.post(path, body)
+        if status != 200:  # before parsing: a plain-text 500 names itself, not a JSON error
+            raise RuntimeError(f"{status}: {data[:300]!r}")
         json.loads(data)
         latencies.append((time.perf_counter() - began) * 1000)
-        if status != 200:
-            raise RuntimeError(f"{status}: {data[:300]!r}")
 
     async def worker(connection: _Connection) -> None:
         for n in counter:
