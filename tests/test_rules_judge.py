@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from typing import Any
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from judge_service import grounding
 from judge_service.config import Settings
 from judge_service.judges.base import Judge
-from judge_service.judges.rules import plain_claims, repetition, rules_judge
+from judge_service.judges.rules import plain_claims, reader, repetition, rules_judge
 from judge_service.judges.rules.final_answer import answers_match
 from judge_service.offload import OFFLOAD_CHARS
 from judge_service.pipeline import Engine
@@ -218,12 +219,19 @@ def test_each_line_is_parsed_once_for_the_judge_and_validation(
     engine: Engine, bpe: LoadedTokenizer
 ) -> None:
     """The rules judge and validation's grounding check read one trace's arithmetic links
-    through the same per-trace object (judge_service/grounding.py): each line is parsed
-    once, and grounding still sees the false link."""
+    in one walk (the judge's reader, which hands validation each link's kind:
+    judge_service/grounding.py): each line is parsed once, whether by grounding's
+    `TraceLinks.links` or the reader's own `read_text_lines`, and grounding still sees
+    the false link."""
     text = "17 × 20 = 350.\nThen 350 + 68 = 418.\nSo 2 + 2 = 4.\nNo claim here.\n\\boxed{418}"
-    with mock.patch.object(grounding, "_line_links", wraps=grounding._line_links) as spy:
+    walker = sys.modules[type(reader.new_reader()).__module__]  # the compiled one, or not
+    with (
+        mock.patch.object(grounding, "_line_links", wraps=grounding._line_links) as spy,
+        mock.patch.object(walker, "line_links", wraps=walker.line_links) as read,
+    ):
         result, _ = _judge(engine, bpe, text, reference_answer="408")
-    parsed = [call.args[0][call.args[1] : call.args[2]].strip() for call in spy.call_args_list]
+    calls = [*spy.call_args_list, *read.call_args_list]
+    parsed = [call.args[0][call.args[1] : call.args[2]].strip() for call in calls]
     assert sorted(parsed) == sorted(text.split("\n"))  # each line once
     assert _label_of(result, "17 × 20 = 350") == "invalid"
     assert _label_of(result, "2 + 2 = 4") == "valid_progress"
