@@ -87,7 +87,11 @@ def _run(script: str, *args: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", script, *args],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # A server without Redis (its client must not load), whatever this shell has set.
+        env={
+            **{k: v for k, v in os.environ.items() if k != "JUDGE_REDIS_URL"},
+            "PYTHONPATH": str(ROOT),
+        },
         capture_output=True,
         text=True,
         timeout=240,
