@@ -1,4 +1,5 @@
-"""The compiled parts: the rules judge's scanners (judge_service/judges/rules/_*.pyx), and
+"""The compiled parts: the rules judge's scanners (judge_service/judges/rules/_*.pyx), the
+byte-level decode's gather (judge_service/trace/_bytes.pyx), and
 the prompts' package (judge_service.prompts, the top-level prompts/).
 
 Everything else is in pyproject.toml. The extensions are optional: where no C compiler is
@@ -12,7 +13,13 @@ from typing import Any
 import setuptools
 from setuptools import Extension, setup
 
-SOURCES = sorted(Path("judge_service/judges/rules").glob("_*.pyx"))
+# The rules judge's scanners, and the byte-level decode's gather (judge_service/trace).
+SOURCES = sorted(
+    [
+        *Path("judge_service/judges/rules").glob("_*.pyx"),
+        *Path("judge_service/trace").glob("_*.pyx"),
+    ]
+)
 # pyproject.toml maps judge_service.prompts to prompts/ ([tool.setuptools.package-dir]);
 # its packages.find only finds what is under judge_service/.
 PROMPTS = "judge_service.prompts"
@@ -36,7 +43,7 @@ def extensions() -> list[Extension]:
 
     built = [
         Extension(
-            f"judge_service.judges.rules.{source.stem}",
+            ".".join(source.with_suffix("").parts),
             [str(source)],
             optional=True,
             extra_compile_args=["-O2"],

@@ -136,6 +136,23 @@ def test_each_token_ends_after_the_chars_its_bytes_complete(bpe: LoadedTokenizer
     assert split  # some char's bytes were spread over several tokens
 
 
+def test_the_compiled_gather_equals_the_array_steps(bpe: LoadedTokenizer) -> None:
+    """`_bytes.gather` (a copy per id) gives the bytes `_joined` gathers in array steps;
+    the decode hands it a strided view as a copy, and an id outside the table is refused."""
+    gather = pytest.importorskip("judge_service.trace._bytes").gather
+    rng = np.random.default_rng(13)
+    table = (bpe._byte_starts, bpe._byte_lengths, bpe._byte_blob)
+    for size in [0, 1, 257, 5000]:
+        ids = rng.integers(0, bpe.vocab_size, size, dtype=np.int64)
+        assert gather(ids, *table) == bpe._joined(ids)
+    ids = rng.integers(0, bpe.vocab_size, 2000, dtype=np.int64)
+    assert bpe.decode(ids[::2]).text == _reference(bpe, ids[::2].tolist())
+    with pytest.raises(IndexError):
+        gather(np.array([bpe.vocab_size + 5], np.int64), *table)
+    with pytest.raises(IndexError):
+        gather(np.array([-1], np.int64), *table)
+
+
 def test_truncated_multibyte_at_the_end_is_replaced(bpe: LoadedTokenizer) -> None:
     ids = bpe.hf.encode("a😀", add_special_tokens=False)[:-1]
     trace = bpe.decode(ids)
