@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,19 +132,16 @@ class LineChecks:
         count = len(self._kind)
         lo = hi = np.zeros(0, np.int64)
         if count and n:
-            # fromiter with the dtype given: a list of thousands of ints, converted once
-            # (asarray, which looks for the dtype, cost twice; converting the line lists
-            # back for `_touched` was half of this constructor).
-            firsts, ends = trace.tokens_for_char_ranges(
-                np.fromiter(self._a, np.int64, count), np.fromiter(self._b, np.int64, count)
-            )
+            # The reader's arrays as they are (LinkKinds: int64); converting lists of
+            # thousands of ints, and the line lists back for `_touched`, was half of this.
+            firsts, ends = trace.tokens_for_char_ranges(_int64(self._a), _int64(self._b))
             lo = self.line_starts.searchsorted(firsts, side="right") - 1
             hi = self.line_starts.searchsorted(ends - 1, side="right") - 1
             self._lo, self._hi = lo.tolist(), hi.tolist()
         self.false_lines: set[int] = set()
         self.tainted_lines: set[int] = set()
         if count > 256 and n:  # thousands of links: whole-array steps pay again
-            kinds = np.fromiter(self._kind, np.int64, count)
+            kinds = _int64(self._kind)
             self.false_lines = _touched(lo[kinds == FALSE], hi[kinds == FALSE], n)
             self.tainted_lines = _touched(lo[kinds == TAINTED], hi[kinds == TAINTED], n)
         else:
@@ -249,6 +247,14 @@ class LineChecks:
             at = max(at, b)
         rest.append(text[at:high])
         return _READ_WHOLE.fullmatch(" ".join(rest)) is not None
+
+
+def _int64(values: Sequence[int]) -> npt.NDArray[np.int64]:
+    """`values` (an array("q") of `LinkKinds`, or a list) as an int64 array, without a copy
+    where they are one already."""
+    if isinstance(values, array) and values.typecode == "q":
+        return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
+    return np.fromiter(values, np.int64, len(values))
 
 
 def _touched(lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64], n: int) -> set[int]:

@@ -8,6 +8,7 @@ where it can.
 
 from fractions import Fraction
 
+from cpython cimport array
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport (
     Py_UNICODE_ISALNUM,
@@ -47,8 +48,9 @@ cdef void add_kinds(
 ) except *:
     """`reader.LinkKinds.add(base, links, findings[at:])`: each non-trivial link of the
     line, in order, paired with the finding the reader gave it (its first ones)."""
-    cdef list kinds = read.kinds, lows = read.lows, highs = read.highs
-    cdef Py_ssize_t stop = len(findings)
+    cdef array.array kinds = read.kinds, lows = read.lows, highs = read.highs
+    cdef Py_ssize_t stop = len(findings), size
+    cdef long long kind
     cdef tuple link, finding
     for item in links:
         link = <tuple> item
@@ -59,13 +61,19 @@ cdef void add_kinds(
         finding = <tuple> findings[at]
         at += 1
         if not link[8]:
-            kinds.append(LINK_FALSE)
+            kind = LINK_FALSE
         elif finding[2] == UNSUPPORTED:
-            kinds.append(LINK_TAINTED)
+            kind = LINK_TAINTED
         else:
-            kinds.append(LINK_TRUE)
-        lows.append(base + <Py_ssize_t> link[0])  # left_start
-        highs.append(base + <Py_ssize_t> link[3])  # right_end
+            kind = LINK_TRUE
+        # In place (the arrays grow by half again when full): no int object a value.
+        size = len(kinds)
+        array.resize_smart(kinds, size + 1)
+        array.resize_smart(lows, size + 1)
+        array.resize_smart(highs, size + 1)
+        kinds.data.as_longlongs[size] = kind
+        lows.data.as_longlongs[size] = base + <Py_ssize_t> link[0]  # left_start
+        highs.data.as_longlongs[size] = base + <Py_ssize_t> link[3]  # right_end
 
 
 cdef inline bint is_word(Py_UCS4 c) noexcept:

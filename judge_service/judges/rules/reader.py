@@ -10,6 +10,7 @@ values they tainted, the true claims made and the relations they established.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -73,12 +74,14 @@ FALSE, TAINTED, TRUE = 0, 1, 2  # a link's kind: false, true on an error's value
 
 
 class LinkKinds:
-    """The kind of every non-trivial link of a trace, in reading order, with its chars."""
+    """The kind of every non-trivial link of a trace, in reading order, with its chars.
+    In arrays of int64 ("q"): the compiled reader writes thousands of them a trace in
+    place, and `grounding.LineChecks` reads them as numpy arrays without a copy."""
 
     def __init__(self) -> None:
-        self.kinds: list[int] = []
-        self.lows: list[int] = []
-        self.highs: list[int] = []
+        self.kinds = array("q")
+        self.lows = array("q")
+        self.highs = array("q")
 
     def add(self, base: int, links: list[Link], labels: Sequence[Finding]) -> None:
         """A line's links (at char `base`) and the reader's findings for them: it labels
