@@ -44,28 +44,33 @@ def sentences(str line):
     """A line's sentences as (start, end, text), surrounding whitespace excluded: the
     pieces between separators (a whitespace run after ``. ! ? 。``), stripped, empty ones
     dropped (`rules_judge.python_sentences`)."""
-    cdef Chars cline = chars_of(line)
-    cdef Py_ssize_t n = len(line), i = 0, piece = 0, a, b
+    return sentences_in(line, chars_of(line), 0, len(line))
+
+
+cdef list sentences_in(str text, Chars chars, Py_ssize_t start, Py_ssize_t n):
+    """`sentences` of the line ``text[start:n]``, read in place (offsets relative to it):
+    the line is not copied out first."""
+    cdef Py_ssize_t i = start, piece = start, a, b
     cdef list out = []
-    cdef Py_UCS4 c, previous = 0
+    cdef Py_UCS4 previous = 0  # the line's own start: no end mark before it
     while True:
         # The next separator from i: a whitespace run whose first char follows an end.
-        if cline.kind == 1:
-            i = separator(<const uint8_t *>cline.data, i, n, previous)
-        elif cline.kind == 2:
-            i = separator(<const uint16_t *>cline.data, i, n, previous)
+        if chars.kind == 1:
+            i = separator(<const uint8_t *>chars.data, i, n, previous)
+        elif chars.kind == 2:
+            i = separator(<const uint16_t *>chars.data, i, n, previous)
         else:
-            i = separator(<const uint32_t *>cline.data, i, n, previous)
+            i = separator(<const uint32_t *>chars.data, i, n, previous)
         a, b = piece, i
-        while a < b and Py_UNICODE_ISSPACE(char_at(cline, a)):
+        while a < b and Py_UNICODE_ISSPACE(char_at(chars, a)):
             a += 1
-        while b > a and Py_UNICODE_ISSPACE(char_at(cline, b - 1)):
+        while b > a and Py_UNICODE_ISSPACE(char_at(chars, b - 1)):
             b -= 1
         if b > a:
-            out.append((a, b, line[a:b]))
+            out.append((a - start, b - start, text[a:b]))
         if i >= n:
             return out
-        while i < n and Py_UNICODE_ISSPACE(char_at(cline, i)):
+        while i < n and Py_UNICODE_ISSPACE(char_at(chars, i)):
             i += 1
         piece = i
         previous = 0
@@ -93,7 +98,7 @@ def line_sentences(str text):
                 break
             k += 1
         if not blank:
-            out.append((number, start, sentences(text[start:stop])))
+            out.append((number, start, sentences_in(text, ctext, start, stop)))
         if end >= n:
             return out
         start = end + 1
