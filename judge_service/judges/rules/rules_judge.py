@@ -29,10 +29,10 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import sympy
 
 from judge_service import labels as L
 from judge_service.collector import collector_paused
@@ -53,6 +53,9 @@ from judge_service.judges.rules.token_spans import SpanColumns
 from judge_service.offload import OFFLOAD_CHARS, off_loop
 from judge_service.spans import SpanLimits
 from judge_service.trace.decode import Trace
+
+if TYPE_CHECKING:  # sympy only names a type here (the line reader's is lazy: lazy_sympy.py)
+    import sympy
 
 PROMPT_VERSION = "rules-3"  # rules-3: line grounding, the checker's other spellings
 
