@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from judge_service import credit as credit_mod
-from judge_service import metrics
+from judge_service import lazy_sympy, metrics
 from judge_service.config import Settings
 from judge_service.credit import FloatArray, GroupAdvantage
 from judge_service.drift.monitor import DriftMonitor
@@ -93,13 +93,14 @@ class Engine:
             self.audit = DriftMonitor(settings, open_drift_store(store))
             self.audit.attach(self)  # canaries by count run from any process that judges
         self.counted = True  # into judge_results_total and the cost counters (not canaries)
-        # The fallback judge is built now (its import takes sympy's: 0.5 s): a rollout whose
-        # LLM session has just spent its deadline must not wait for that on top. A server
-        # passes build_fallback=False: its warm-up thread imports the judge right after
-        # start (api/app.py, heap.HOT_PATH_MODULES), so /healthz does not wait for it, and
-        # the first rollout builds it (a constructor) or waits for that import.
+        # The fallback judge is built now, and sympy imported for its claims (0.5 s): a
+        # rollout whose LLM session has just spent its deadline must not wait for that on
+        # top. A server passes build_fallback=False: its warm-up thread imports both right
+        # after start (api/app.py, heap.HOT_PATH_MODULES), so /healthz does not wait for
+        # them, and the first rollout builds the judge (a constructor) or waits for them.
         if build_fallback:
             self.judges.get("rules", by_server=True)
+            lazy_sympy.load()
 
     def for_tenant(self, tenant: str) -> Engine:
         """This engine (same judges, slots, tokenizers and store) acting for `tenant`."""

@@ -128,13 +128,16 @@ def test_app_builds_without_sdks_or_transformers_and_judges_during_the_warm_up(
     assert out["frozen"]
 
 
-# Without a server's warm-up, the first claim that needs sympy imports it: the line
-# reader, grounding and validation are imported without it.
+# Without a server's warm-up, the first claim that needs sympy imports it: the rules
+# judge is built, and the line reader, grounding and validation imported, without it.
 FIRST_USE = """
 import json, sys
 import judge_service.validate
+from judge_service.config import Settings
+from judge_service.judges.registry import build_judge
 from judge_service.judges.rules.claims import find_links
 
+build_judge("rules", Settings())
 at_build = "sympy" in sys.modules
 plain = [link.holds for link in find_links("17 × 24 = 408")]
 after_plain = "sympy" in sys.modules
@@ -153,6 +156,25 @@ def test_sympy_loads_when_a_claim_first_needs_it() -> None:
     assert out["plain"] == [True] and out["after_plain"] is False  # plain ints: no sympy
     assert out["checked"] == [[True], [False], [True], [True]]
     assert out["after"] is True
+
+
+# An engine built for the command line has its fallback judge and sympy ready (a rollout
+# whose LLM session spent its deadline does not wait for them); a server's leaves both to
+# its warm-up thread.
+ENGINES = """
+import json, sys
+from judge_service.config import Settings
+from judge_service.pipeline import Engine
+
+server = Engine(Settings(), build_fallback=False)
+for_server = [len(server.judges), "sympy" in sys.modules]
+cli = Engine(Settings())
+print(json.dumps({"server": for_server, "cli": [len(cli.judges), "sympy" in sys.modules]}))
+"""
+
+
+def test_a_cli_engine_has_the_fallback_ready_and_a_servers_leaves_it_to_the_warm_up() -> None:
+    assert _run(ENGINES) == {"server": [0, False], "cli": [1, True]}
 
 
 # Building an LLM judge is what loads its vendor SDK, and only its own.
