@@ -15,7 +15,6 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 
 from judge_service.offload import OFFLOAD_TOKENS
-from judge_service.view.html import PAGE_CSP
 from judge_service.wire_json import dump_json
 
 
@@ -30,6 +29,10 @@ async def json_response(model: BaseModel, num_tokens: int) -> Response:
 
 def html_page(page: str) -> HTMLResponse:
     """A viewer page, with the headers that lock it down (no script, no request, no frame)."""
+    # The viewer (jinja2, its page model: ~25 ms to import) loads with the first page a
+    # server renders, not at its start: /healthz does not wait for it.
+    from judge_service.view.html import PAGE_CSP
+
     return HTMLResponse(
         page,
         headers={

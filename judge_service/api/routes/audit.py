@@ -12,7 +12,6 @@ from judge_service.api.deps import EngineDep
 from judge_service.api.responses import html_page
 from judge_service.drift.report import drift_report, pin_baseline
 from judge_service.schemas import ERROR_RESPONSES, ErrorBody
-from judge_service.view.drift import drift_html
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -59,6 +58,8 @@ async def view_drift(engine: EngineDep, points: Points = 100) -> HTMLResponse:
     """The same as a page: a time series per measure with the thresholds drawn, the window
     against its baseline and the canary runs. No script, and a Content-Security-Policy that
     allows no request."""
+    from judge_service.view.drift import drift_html  # on first use (api/responses.py: why)
+
     report = await drift_report(engine.audit, engine.tenant, points)
     settings = engine.settings
     page = drift_html(report, drifting=settings.drift_drifting_score, bad=settings.drift_bad_score)

@@ -17,8 +17,6 @@ from judge_service.judgment import Judgment, to_result
 from judge_service.resolve import resolve
 from judge_service.schemas import ERROR_RESPONSES, CreditEncoding, ErrorBody, Options, Result
 from judge_service.store import Store
-from judge_service.view.html import page_html
-from judge_service.view.model import build_page
 
 router = APIRouter(prefix="/v1/judgments", tags=["judgments"])
 _KEY = re.compile(r"sha256:[0-9a-f]{64}")
@@ -65,6 +63,9 @@ async def view_judgment(
     problem, answers, usage and the judge's transcript when one was kept. Everything from
     the trace or the judge is escaped, and a strict Content-Security-Policy allows no script
     and no request. A judgment stored before the text was kept renders without it."""
+    from judge_service.view.html import page_html  # on first use (api/responses.py: why)
+    from judge_service.view.model import build_page
+
     judgment = Judgment.loads(await _stored(store, tenant, key))
     result = _result_of(judgment, key, settings, "spans")
     return html_page(page_html(build_page(result, judgment.source, key=key)))
