@@ -176,10 +176,28 @@ def fold(text: str, *, quote: bool = True) -> str:
     if quote:
         text = strip_markers(text)
     # NFKD leaves ASCII alone; only the view's escapes (control characters) apply to it.
-    folded = escape_chars(text) if text.isascii() else "".join(map(_fold_char, map(ord, text)))
+    folded = escape_chars(text) if text.isascii() else text.translate(_FOLD_TABLE)
     if "<<<" in folded or ">>>" in folded:
         folded = _FENCE_RUN.sub(_fence, folded)
-    return _SPACES.sub(" ", folded).strip(" ")
+    # Whitespace runs as one space, none at the ends (`_SPACES.sub(" ", folded).strip(" ")`:
+    # str.split's whitespace is the regex's \s, both Py_UNICODE_ISSPACE). A quote of 150
+    # chars and 30 spaces took 5.5 µs with the regex, 1 µs so; both judges fold each quote.
+    return " ".join(folded.split())
+
+
+class _FoldTable(dict[int, str]):
+    """`_fold_char` of each code point asked, for str.translate (a char's fold looked up in
+    C: half the cost of joining `_fold_char` of each); kept for the first 65,536 code points
+    asked, as `_fold_char`'s own cache, and computed each time past that."""
+
+    def __missing__(self, code: int) -> str:
+        folded = _fold_char(code)
+        if len(self) < 65536:
+            self[code] = folded
+        return folded
+
+
+_FOLD_TABLE = _FoldTable()
 
 
 @dataclass(frozen=True, eq=False)
