@@ -66,14 +66,19 @@ _warming: threading.Thread | None = None
 
 def auto_tokenizer() -> Any:
     """transformers' ``AutoTokenizer``, imported by the first caller (the others wait)."""
-    global _auto_tokenizer
     if _auto_tokenizer is None:
         with _TRANSFORMERS_LOCK:
-            if _auto_tokenizer is None:
-                from transformers import AutoTokenizer
-
-                _auto_tokenizer = AutoTokenizer
+            _import_locked()
     return _auto_tokenizer
+
+
+def _import_locked() -> None:
+    """The import, once; the caller holds _TRANSFORMERS_LOCK."""
+    global _auto_tokenizer
+    if _auto_tokenizer is None:
+        from transformers import AutoTokenizer
+
+        _auto_tokenizer = AutoTokenizer
 
 
 def imported() -> bool:
@@ -87,19 +92,23 @@ def warm_up(
     """Start importing transformers in a daemon thread, so that a server answers its
     health checks at once and its first rollout does not pay the whole import; `first`
     runs in that thread before it (the server's other deferred imports), `then` after
-    it. A load that comes during the import waits for it (`auto_tokenizer`); a failed
-    import is logged here and raised again by the first load that tries it."""
+    it. A load that comes during `first` or the import waits for both (`auto_tokenizer`);
+    a failed import is logged here and raised again by the first load that tries it."""
 
     def run() -> None:
-        try:
-            if first is not None:  # failing, it leaves its imports to their first use
-                first()
-        except Exception:
-            log.exception("the warm-up's first step failed")
-        try:
-            auto_tokenizer()
-        except Exception:
-            log.exception("importing transformers failed")
+        # The lock is held from the start: a load that comes during `first` would import
+        # transformers beside it, and `first`'s full collection (heap.py) would then walk
+        # half of torch's objects holding the GIL (+0.4 s to a server's first rollout).
+        with _TRANSFORMERS_LOCK:
+            try:
+                if first is not None:  # failing, it leaves its imports to their first use
+                    first()
+            except Exception:
+                log.exception("the warm-up's first step failed")
+            try:
+                _import_locked()
+            except Exception:
+                log.exception("importing transformers failed")
         if then is not None:
             then()
 
