@@ -36,8 +36,6 @@ from judge_service.judges.rules.reader import FALSE, TAINTED, TRUE, LinkKinds, n
 from judge_service.trace.decode import Trace
 from judge_service.trace.markers import marker_array
 
-_NEWLINE = re.compile("\n")
-
 
 class TraceLinks:
     """The links of each line of `text` (lines as ``text.split("\\n")``, ``\\r`` stripped)."""
@@ -54,7 +52,11 @@ class TraceLinks:
     def line_starts(self) -> list[int]:
         """Where each line starts (a list for the line-by-line walks: no numpy scalars)."""
         if self._line_start_list is None:
-            self._line_start_list = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+            # The newlines found in the text's code points as one array (a regex match a
+            # line cost four times as much: 2,451 lines, 0.22 -> 0.06 ms).
+            codes = np.frombuffer(self.text.encode("utf-32-le", "surrogatepass"), "<u4")
+            newlines = np.flatnonzero(codes == 10) + 1
+            self._line_start_list = [0, *newlines.tolist()]
         return self._line_start_list
 
     def links(self, line: int) -> list[Link]:

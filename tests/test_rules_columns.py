@@ -199,3 +199,11 @@ def test_reading_a_text_by_its_line_starts_is_reading_its_links(text: str) -> No
         for name in STATE:
             assert getattr(by_text, name) == getattr(by_method, name), name
         assert vars(text_kinds) == vars(kinds)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from([*"a\n\r =1", "é", "数", "\U0001f600", "\u2028", "\x85"])))
+def test_line_starts_are_where_each_newline_ends(text: str) -> None:
+    starts = TraceLinks(text).line_starts()
+    assert starts == [0, *(i + 1 for i, char in enumerate(text) if char == "\n")]
+    assert len(starts) == len(text.split("\n"))
