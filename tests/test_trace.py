@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from pathlib import Path
 
@@ -139,8 +140,12 @@ def test_each_token_ends_after_the_chars_its_bytes_complete(bpe: LoadedTokenizer
 def test_the_compiled_gather_equals_the_array_steps(bpe: LoadedTokenizer) -> None:
     """`_bytes.gather` (a copy per id) gives the bytes `_joined` gathers in array steps;
     the decode hands it a strided view as a copy, and an id outside the table is refused."""
-    gather = pytest.importorskip("judge_service.trace._bytes").gather
+    if os.environ.get("JUDGE_REQUIRE_NATIVE") == "1":  # .ci/run: built, never skipped
+        from judge_service.trace._bytes import gather
+    else:
+        gather = pytest.importorskip("judge_service.trace._bytes").gather
     rng = np.random.default_rng(13)
+    assert bpe._byte_lengths is not None  # a byte-level table
     table = (bpe._byte_starts, bpe._byte_lengths, bpe._byte_blob)
     for size in [0, 1, 257, 5000]:
         ids = rng.integers(0, bpe.vocab_size, size, dtype=np.int64)
