@@ -127,12 +127,15 @@ def token_credit(
     kappa_mode: KappaMode = "absolute",
     group_scale: float | None = None,
     mask: FloatArray | None = None,
+    scores: Sequence[float] | None = None,
 ) -> Credit:
     """`group_scale` (mean_j |A_j| of the rollout's group) is needed for relative κ.
     `mask` (the rollout's response_mask as 0/1 floats) zeroes c[t] where it is 0 before
-    the cap is measured, so κ bounds the credit the policy's own tokens get."""
+    the cap is measured, so κ bounds the credit the policy's own tokens get. `scores`:
+    `span_scores` of the same spans and knobs, when the caller has them already."""
     c = np.zeros(num_tokens, np.float64)
-    scores = span_scores(spans, label_scores, min_confidence)
+    if scores is None:
+        scores = span_scores(spans, label_scores, min_confidence)
     if spans:
         # Spans never overlap after validation, so a difference array paints them.
         marks = np.zeros(num_tokens + 1, np.float64)
@@ -141,13 +144,15 @@ def token_credit(
         values = np.asarray(scores, np.float64)
         np.add.at(marks, starts, values)
         np.add.at(marks, ends, -values)
-        c = np.cumsum(marks[:-1])
+        c = marks[:-1].cumsum()
     if mask is not None:
         if mask.shape != (num_tokens,):
             raise ValueError(f"a mask of {mask.shape} for {num_tokens} tokens")
         c = c * mask
     raw = lam * c
-    m = float(np.abs(raw).mean()) if num_tokens else 0.0
+    # The mean as ndarray.mean() makes it (the same sum, divided by the count), without its
+    # dispatch (4.4 -> 1.4 µs on a 32-token trace).
+    m = float(np.abs(raw).sum()) / num_tokens if num_tokens else 0.0
     if kappa_mode == "relative":
         if group_scale is None:
             raise ValueError("kappa_mode relative needs the group's mean |advantage|")

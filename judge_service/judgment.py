@@ -119,6 +119,7 @@ def to_result(
     it multiplies A_i; `reweight_diagnostics` (CSCR's) go into the result as they are."""
     scores = resolved.label_scores
     weights = None if mask is None else np.asarray(mask, np.float64)
+    span_scores = credit_mod.span_scores(judgment.spans, scores, resolved.min_confidence)
     credit = credit_mod.token_credit(
         judgment.num_tokens,
         judgment.spans,
@@ -129,8 +130,8 @@ def to_result(
         kappa_mode=resolved.kappa_mode,
         group_scale=None if advantage is None else advantage.group_scale,
         mask=weights,
+        scores=span_scores,
     )
-    span_scores = credit_mod.span_scores(judgment.spans, scores, resolved.min_confidence)
     info = judgment.info
     if hit:  # the stored judgment's info stays as it was: this result's copy changes
         info = info.model_copy(deep=True)

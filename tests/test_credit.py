@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,27 @@ def test_encodings_round_trip(encoding: credit.Encoding) -> None:
             {"start": 3, "end": 4, "value": 0.125},
             {"start": 5, "end": 6, "value": 0.5},
         ]
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3, 1.0])
+def test_the_cap_is_measured_on_the_mean_and_scores_may_be_given(lam: float) -> None:
+    # The scale divides kappa by mean |lam * c| as ndarray.mean() makes it, and scores
+    # given by the caller (`judgment.to_result`: span_scores once a result) change nothing.
+    spans = [
+        Span(0, 3, "valid_progress", 0.9, "q"),
+        Span(3, 4, "invalid", 0.7, "q"),
+        Span(6, 7, "verified_correction", 0.4, "q"),
+    ]
+    knobs: dict[str, Any] = {"lam": lam, "kappa": 0.01, "min_confidence": 0.5}
+    made = credit.token_credit(9, spans, DEFAULT_LABEL_SCORES, **knobs)
+    given = credit.token_credit(
+        9,
+        spans,
+        DEFAULT_LABEL_SCORES,
+        scores=credit.span_scores(spans, DEFAULT_LABEL_SCORES, 0.5),
+        **knobs,
+    )
+    assert made.scale == given.scale and np.array_equal(made.values, given.values)
+    raw = credit.token_credit(9, spans, DEFAULT_LABEL_SCORES, **{**knobs, "kappa": 1e9}).values
+    m = float(np.abs(raw).mean())
+    assert made.scale == (min(1.0, 0.01 / m) if m > 0 else 1.0)

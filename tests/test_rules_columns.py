@@ -20,7 +20,7 @@ from judge_service.evidence_index import TraceIndex
 from judge_service.folding import FoldedText
 from judge_service.grounding import TraceLinks
 from judge_service.judges.base import JudgeRequest
-from judge_service.judges.rules import reader, rules_judge
+from judge_service.judges.rules import reader, rules_judge, shape
 from judge_service.judges.rules.reader import LinkKinds
 from judge_service.judges.rules.repetition import repeated_sentences
 from judge_service.judges.rules.shape import SpanColumns, TokenSpan
@@ -207,3 +207,13 @@ def test_line_starts_are_where_each_newline_ends(text: str) -> None:
     starts = TraceLinks(text).line_starts()
     assert starts == [0, *(i + 1 for i, char in enumerate(text) if char == "\n")]
     assert len(starts) == len(text.split("\n"))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=30), st.integers(-1, 5))
+def test_crowded_is_a_run_longer_than_the_limit(steps: list[int], limit: int) -> None:
+    # `shape._crowded` (the test that lets a trace with no crowded line skip the join and
+    # the per-line cut) says what `_run_lengths` says, on ascending lines as the rows' are.
+    line = np.cumsum(np.array([s if s < 4 else 0 for s in steps], np.int64))
+    expected = bool((shape._run_lengths(line) > limit).any()) if line.shape[0] else False
+    assert shape._crowded(line, limit) == expected

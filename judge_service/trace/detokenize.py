@@ -116,9 +116,9 @@ class LoadedTokenizer:
         self._known = np.array([b is not None for b in table], np.bool_)
 
     def check_ids(self, ids: npt.NDArray[np.int64], field: str) -> None:
-        bad = np.flatnonzero((ids < 0) | (ids >= self.vocab_size))
+        bad = ((ids < 0) | (ids >= self.vocab_size)).nonzero()[0]  # ids: 1-D
         if bad.size == 0 and self._known is not None:
-            bad = np.flatnonzero(~self._known[ids])
+            bad = (~self._known[ids]).nonzero()[0]
         if bad.size:
             k = int(bad[0])
             raise TokenIdError(
@@ -164,9 +164,9 @@ class LoadedTokenizer:
             data = np.frombuffer(raw, dtype=np.uint8)
             complete = np.empty(len(raw) + 1, np.int64)
             complete[0] = 0
-            np.cumsum((data[1:] & 0xC0) != 0x80, out=complete[1:-1])
+            ((data[1:] & 0xC0) != 0x80).cumsum(out=complete[1:-1])
             complete[-1] = complete[-2] + 1
-            offsets[1:] = complete[np.cumsum(self._byte_lengths[ids])]
+            offsets[1:] = complete[self._byte_lengths[ids].cumsum()]
         return Trace(ids, text, offsets)
 
     def _joined(self, ids: npt.NDArray[np.int64]) -> bytes:

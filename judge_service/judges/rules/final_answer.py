@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from judge_service.equivalence.coverage import unaccounted
@@ -63,6 +64,11 @@ def normalise_answer(answer: str, spaces: str = "") -> str:
     return answer.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
 
 
+# The rules judge asks three times a rollout (its verdict, `answer_is_wrong`, and the
+# blocked lines' `grounding.wrong_answer_tokens`), each normalising and parsing both
+# answers again; the answer is pure of its arguments. A few entries: the three asks of a
+# rollout come together, and an answer may be as long as its trace.
+@functools.lru_cache(maxsize=32)
 def answers_match(answer: str, reference: str | None, reward: float | None) -> bool | None:
     """True/False when decidable: equal normalised strings, or exact numbers whose parse
     accounts for the whole answer (the equivalence checker's rule). Otherwise the

@@ -106,6 +106,8 @@ class _Rows:
 
     def take(self, keep: Index) -> _Rows:
         """The rows `keep` selects (a mask, or ascending indices to stay by start)."""
+        if keep.dtype == np.bool_ and keep.all():
+            return self  # every row (the columns are never written in place): no copies
         return _Rows(
             self.at[keep],
             self.start[keep],
@@ -124,10 +126,12 @@ class _Shaper:
         self.labels = labels
         self.unlock_confidence = unlock_confidence
         self.markers = marker_array(trace)
-        self.blocked = np.concatenate(([0], np.cumsum(blocked, dtype=np.int64)))
+        self.blocked = np.concatenate(([0], blocked.cumsum(dtype=np.int64)))
 
     def line_of(self, tokens: IntArray) -> IntArray:
-        return np.searchsorted(self.markers, tokens, side="right") - 1
+        # The array's own methods here and below: numpy's functions add a dispatch a call,
+        # which on a short trace's few spans costs as much as the work.
+        return self.markers.searchsorted(tokens, side="right") - 1
 
     def rows(self, columns: SpanColumns) -> _Rows:
         """`columns`, whose label codes index `self.labels`."""
@@ -219,6 +223,8 @@ class _Shaper:
 
     def joins(self, rows: _Rows, per_line: int) -> dict[int, int]:
         """Each row that joins the span before it: row -> the first row of its run."""
+        if not _crowded(rows.line, per_line):  # most traces: no line to join spans on
+            return {}
         line, label = rows.line, rows.label
         crowded = _run_lengths(line) > per_line
         # A row may join its neighbour only on the same crowded line, with the same label.
@@ -292,10 +298,8 @@ def shape_spans(
     rows = rows.take(shaper.fit(rows))
     rows = shaper.after_invalid(rows)
     rows, runs = shaper.join_crowded(rows, limits.max_per_line)
-    rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
-    rows = rows.take(_best(rank, limits.max_per_line, rows.line))
-    rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
-    rows = rows.take(_best(rank, limits.max_spans, None))
+    rows = _keep_best(rows, labels, limits.max_per_line, by_line=True)
+    rows = _keep_best(rows, labels, limits.max_spans, by_line=False)
     rows = shaper.region_budget(rows, budget)
     rows = shaper.after_invalid(rows)
     kept = [
@@ -316,6 +320,15 @@ def _long_gap(text: str) -> bool:
     return len(text.strip()) > MAX_JOIN_GAP_CHARS
 
 
+def _keep_best(rows: _Rows, labels: _Labels, limit: int, *, by_line: bool) -> _Rows:
+    """The rows `_best` keeps, at most `limit` per marker line (`by_line`) or in all."""
+    over = _crowded(rows.line, limit) if by_line else len(rows) > max(limit, 0)
+    if not over:
+        return rows  # every row is kept (most traces)
+    rank = (rows.start, rows.neg_confidence, labels.priority[rows.label])
+    return rows.take(_best(rank, limit, rows.line if by_line else None))
+
+
 def _best(
     rank: tuple[IntArray, npt.NDArray[np.float64], IntArray], limit: int, groups: IntArray | None
 ) -> IntArray:
@@ -331,6 +344,16 @@ def _best(
     # By group, then rank; lexsort is stable, as the sort by rank it replaces was.
     order = np.lexsort((*rank, groups))
     return np.sort(order[_run_positions(groups[order]) < limit])
+
+
+def _crowded(line: IntArray, limit: int) -> bool:
+    """Whether more than `limit` rows share a value of `line`, which ascends (the rows are
+    by start): then some row's value recurs `limit` rows later. Two whole-array steps
+    where `_run_lengths` takes six; a short trace's lines are rarely crowded."""
+    n = line.shape[0]
+    if n <= max(limit, 0):
+        return False
+    return limit <= 0 or bool((line[limit:] == line[:-limit]).any())
 
 
 def _run_positions(values: IntArray) -> IntArray:
