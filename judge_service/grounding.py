@@ -284,9 +284,11 @@ def wrong_answer_tokens(trace: Trace, verdict: Verdict | None) -> tuple[int, int
 
 def _wrong_answer(trace: Trace, verdict: Verdict) -> tuple[int, int] | None:
 
-    answer = fa.locate_final_answer(trace.text, verdict.final_answer)
+    answer, match = fa.judged_answer(
+        trace, verdict.final_answer, verdict.reference_answer, verdict.reward
+    )
     if answer is None or answer.end <= answer.start:
         return None
-    if not fa.answer_is_wrong(answer.content, verdict.reference_answer, verdict.reward):
+    if not fa.answer_is_wrong(match, verdict.reward):
         return None
     return trace.tokens_for_chars(answer.start, answer.end)

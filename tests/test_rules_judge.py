@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from judge_service import grounding
 from judge_service.config import Settings
 from judge_service.judges.base import Judge
-from judge_service.judges.rules import plain_claims, reader, repetition, rules_judge
+from judge_service.judges.rules import final_answer, plain_claims, reader, repetition, rules_judge
 from judge_service.judges.rules.final_answer import answers_match
 from judge_service.offload import OFFLOAD_CHARS
 from judge_service.pipeline import Engine
@@ -40,6 +40,13 @@ def _judge(engine: Engine, bpe: LoadedTokenizer, text: str, **extra: Any) -> tup
 
 def _labelled(result: Result, engine: Engine, text_ids: Any = None) -> list[tuple[str, str]]:
     return [(s.label, s.evidence) for s in result.spans]
+
+
+def result_tokens_before_box(bpe: LoadedTokenizer, text: str) -> int:
+    """How many tokens of `text` lie wholly before its last ``\\boxed{``."""
+    ids = bpe.hf.encode(text, add_special_tokens=False)
+    head = text[: text.rindex("\\boxed{")]
+    return max(n for n in range(len(ids) + 1) if head.startswith(bpe.hf.decode(ids[:n])))
 
 
 def _label_of(result: Result, needle: str) -> str | None:
@@ -236,6 +243,26 @@ def test_each_line_is_parsed_once_for_the_judge_and_validation(
     assert _label_of(result, "17 × 20 = 350") == "invalid"
     assert _label_of(result, "2 + 2 = 4") == "valid_progress"
     assert not result.rejected_spans
+
+
+@pytest.mark.parametrize(
+    ("reference", "reward", "label"),
+    [("418", None, "invalid"), ("408", None, "valid_progress"), ("408", 0.0, None)],
+)
+def test_the_final_answer_is_judged_once_for_the_judge_and_validation(
+    engine: Engine, bpe: LoadedTokenizer, reference: str, reward: float | None, label: str | None
+) -> None:
+    """The judge's verdict on the final answer and validation's wrong-answer lines read one
+    judgment of it per trace (`final_answer.judged_answer`): a wrong answer is invalid, a
+    right one valid progress, a right one the verifier did not reward gets no label."""
+    text = "17 × 20 = 340.\nThen 340 + 68 = 408.\n\\boxed{408}"
+    with mock.patch.object(
+        final_answer, "locate_final_answer", wraps=final_answer.locate_final_answer
+    ) as located:
+        result, _ = _judge(engine, bpe, text, reference_answer=reference, reward=reward)
+    assert located.call_count == 1
+    boxed = [s.label for s in result.spans if s.start >= result_tokens_before_box(bpe, text)]
+    assert boxed == ([label] if label else []), result.spans
 
 
 @settings(max_examples=300, deadline=None)

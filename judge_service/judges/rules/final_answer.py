@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 
 from judge_service.equivalence.coverage import unaccounted
@@ -10,6 +9,7 @@ from judge_service.errors import ParseError
 from judge_service.judges.rules.arithmetic import parse_number_expr
 from judge_service.reading.markup import structure_end
 from judge_service.trace.boxed import BoxedAnswer, last_boxed
+from judge_service.trace.decode import Trace
 
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|textbf|mathbf)\{([^{}]*)\}")
 _NOISE = re.compile(r"\\[,;:! ]|\\left|\\right|\$|\s")
@@ -64,11 +64,6 @@ def normalise_answer(answer: str, spaces: str = "") -> str:
     return answer.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
 
 
-# The rules judge asks three times a rollout (its verdict, `answer_is_wrong`, and the
-# blocked lines' `grounding.wrong_answer_tokens`), each normalising and parsing both
-# answers again; the answer is pure of its arguments. A few entries: the three asks of a
-# rollout come together, and an answer may be as long as its trace.
-@functools.lru_cache(maxsize=32)
 def answers_match(answer: str, reference: str | None, reward: float | None) -> bool | None:
     """True/False when decidable: equal normalised strings, or exact numbers whose parse
     accounts for the whole answer (the equivalence checker's rule). Otherwise the
@@ -93,9 +88,24 @@ def answers_match(answer: str, reference: str | None, reward: float | None) -> b
     return None
 
 
-def answer_is_wrong(answer: str, reference: str | None, reward: float | None) -> bool:
+def judged_answer(
+    trace: Trace, final_answer: str | None, reference: str | None, reward: float | None
+) -> tuple[BoxedAnswer | None, bool | None]:
+    """The trace's final answer (`locate_final_answer`) and whether it matches the reference
+    (`answers_match`; None when it is not decidable or there is no answer), once per trace
+    and verdict: the rules judge and validation's wrong-answer lines both ask."""
+
+    def judge() -> tuple[BoxedAnswer | None, bool | None]:
+        answer = locate_final_answer(trace.text, final_answer)
+        if answer is None:
+            return None, None
+        return answer, answers_match(answer.content, reference, reward)
+
+    return trace.derived(("final answer", final_answer, reference, reward), judge)
+
+
+def answer_is_wrong(match: bool | None, reward: float | None) -> bool:
     """Whether the verdict says the final answer is wrong: the verifier gave no reward
-    (``reward <= 0``), or the answer is decidably not the reference."""
-    if reward is not None and reward <= 0:
-        return True
-    return answers_match(answer, reference, reward) is False
+    (``reward <= 0``), or the answer decidably does not match the reference (`match`, as
+    `judged_answer` gives it)."""
+    return (reward is not None and reward <= 0) or match is False

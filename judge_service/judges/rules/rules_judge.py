@@ -42,8 +42,7 @@ from judge_service.judges.base import Judge, JudgeOutcome, JudgeRequest, SpanChe
 from judge_service.judges.rules.arithmetic import parse_number_expr
 from judge_service.judges.rules.final_answer import (
     answer_is_wrong,
-    answers_match,
-    locate_final_answer,
+    judged_answer,
     normalise_answer,
 )
 from judge_service.judges.rules.reader import Finding, LinkKinds, Reading, new_reader
@@ -130,11 +129,10 @@ def read_trace(request: JudgeRequest) -> Reading:
     reader.read_text_lines(links.text, links.line_starts(), lines, flags, kinds)
     request.trace.derived(LineChecks, lambda: LineChecks(request.trace, kinds))
     reading = Reading(reader.findings)
-    answer = locate_final_answer(request.trace.text, request.final_answer)
-    if answer is None:
-        return reading
-    verdict = answers_match(answer.content, request.reference_answer, request.reward)
-    if verdict is None:
+    answer, verdict = judged_answer(
+        request.trace, request.final_answer, request.reference_answer, request.reward
+    )
+    if answer is None or verdict is None:
         return reading
     # The answer gets its own verdict; a sentence-level label around it would only
     # leave fragments such as "\boxed{" behind.
@@ -149,7 +147,7 @@ def read_trace(request: JudgeRequest) -> Reading:
     if not verdict:
         # A wrong answer that carries an error's value forward depends on that error.
         label = L.UNSUPPORTED if _value(answer.content) in reader.tainted else L.INVALID
-    elif answer_is_wrong(answer.content, request.reference_answer, request.reward):
+    elif answer_is_wrong(verdict, request.reward):
         return reading  # the reference's value, unrewarded: no credit either way
     reading.findings.append(Finding(answer.start, answer.end, label, ANSWER_CONFIDENCE))
     return reading
