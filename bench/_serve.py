@@ -56,6 +56,18 @@ def source_env(env: dict[str, str], source: str | None, without: Sequence[str]) 
     return {**env, "PYTHONPATH": os.pathsep.join(paths)} if paths else env
 
 
+def wait_ready(url: str, timeout_s: float = 60) -> None:
+    """Returns once /readyz answers 200, as a load balancer routes to a server: /readyz
+    waits for the start-up import of transformers and what follows it, seconds of CPU in a
+    thread that takes the GIL from the event loop, so a bench that starts at /healthz
+    measures the server's start as much as what it asks."""
+    deadline = time.monotonic() + timeout_s
+    while httpx.get(url + "/readyz", timeout=timeout_s).status_code != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server did not become ready")
+        time.sleep(0.2)
+
+
 @contextmanager
 def served(
     env: dict[str, str],

@@ -38,7 +38,7 @@ from typing import Any
 import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import httpx
 from _load import post_many
-from _serve import PIDS, cpu_seconds, free_port, missing_dependencies, served
+from _serve import PIDS, cpu_seconds, free_port, missing_dependencies, served, wait_ready
 from _timing import median_ms
 
 from tests.harness.tokenizers import (
@@ -158,13 +158,8 @@ async def throughput(
         }
         return json.dumps(body).encode()
 
-    # Load once the server says it is ready (as a load balancer routes it): /readyz waits
-    # for the start-up import of transformers and what follows it, seconds of CPU in a
-    # thread that took the GIL from the event loop, so a load sent from /healthz on
-    # measured the server's start as much as its requests (~2 ms of CPU a request, not 1).
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        while (await client.get("/readyz")).status_code != 200:
-            await asyncio.sleep(0.2)
+    # From /healthz on, the start-up import took ~1 ms of server CPU a request more.
+    await asyncio.to_thread(wait_ready, url)
     pid = PIDS.get(url)
     server_before = cpu_seconds(pid) if pid else float("nan")
     latencies, elapsed, cpu = await post_many(url, "/v1/judge", body_of, total, concurrency)

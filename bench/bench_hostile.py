@@ -26,7 +26,7 @@ from pathlib import Path
 
 import _root  # noqa: F401  (the repository root on sys.path: tests.harness)
 import httpx
-from _serve import free_port, served
+from _serve import free_port, served, wait_ready
 
 from tests.harness.tokenizers import build_byte_level_bpe, synthetic_trace
 
@@ -162,6 +162,7 @@ def main() -> None:
         "JUDGE_MAX_BODY_BYTES": str(64 << 20),
     }
     with served(env, args.source) as url:
+        wait_ready(url)  # the probes measure a started server, not its start-up import
         rows = []
         for name, request in cases(str(short_dir), long_ids, short_ids).items():
             if args.only not in name:
